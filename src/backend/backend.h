@@ -1,0 +1,118 @@
+// The op interface the model is written against. One implementation per device (cpu/, cuda/).
+// Conventions: tensors are row-major and contiguous unless stated; weights are [out, in]
+// (y = x W^T); every output is preallocated by the caller and fully overwritten (never read)
+// unless the op says it accumulates. The CPU backend computes in fp32; the CUDA backend
+// computes in bf16 with fp32 accumulation. Index tensors are int32.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+
+#include "core/tensor.h"
+
+namespace deepinfer {
+
+enum class ScoringFunc { kSoftmax, kSigmoid, kSqrtSoftplus };
+
+// Routed experts of one MoE layer, stacked over experts.
+struct ExpertWeights {
+  TensorView w1;  // [E, I, D] gate
+  TensorView w3;  // [E, I, D] up
+  TensorView w2;  // [E, D, I] down
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // ---- memory -------------------------------------------------------------------------------
+  virtual Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) = 0;
+  virtual void upload(const void* host, const TensorView& dst) = 0;    // dst.nbytes() bytes
+  virtual void download(const TensorView& src, void* host) = 0;
+  virtual void copy(const TensorView& src, const TensorView& dst) = 0;  // same numel and dtype
+
+  // ---- dense ---------------------------------------------------------------------------------
+  // out[M, N] = x[M, K] @ w[N, K]^T, or out += ... when accumulate.
+  virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& out,
+                      bool accumulate = false) = 0;
+  // Block-diagonal projection: x [M, G, K], w [G*N, K] (block g = rows g*N .. g*N+N-1),
+  // out [M, G, N]: out[m, g] = x[m, g] @ w_g^T.
+  virtual void grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) = 0;
+  // out[m] = table[ids[m]]; ids I32 [M], table [V, D], out [M, D]. Ids are range-checked.
+  virtual void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) = 0;
+  virtual void add(const TensorView& a, const TensorView& b, const TensorView& out) = 0;
+
+  // ---- normalisation and position -------------------------------------------------------------
+  // Rows of length D = x.dim(-1): out = x * rsqrt(mean(x^2) + eps) [* weight[D] if non-empty].
+  virtual void rms_norm(const TensorView& x, const TensorView& weight, float eps,
+                        const TensorView& out) = 0;
+  // In place on x [M, H, hd]: interleaved RoPE (pairs 2i, 2i+1) on the trailing 2*R dims of each
+  // head, R = inv_freq.dim(0), angle = positions[m] * inv_freq[i]. inverse: rotate by -angle.
+  virtual void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+                    bool inverse) = 0;
+
+  // ---- manifold-constrained hyper-connections (mHC) ------------------------------------------
+  // X [M, hc, D]. f = rmsnorm_unweighted(flatten(X), norm_eps) @ fn^T ([(2+hc)*hc] per row);
+  // pre = sigmoid(f[:hc]*scale[0] + base[:hc]) + hc_eps; post = 2 sigmoid(f[hc:2hc]*scale[1] +
+  // base[hc:2hc]); comb = Sinkhorn(softmax_rows(f[2hc:]*scale[2] + base[2hc:]) + hc_eps, iters);
+  // collapsed[m] = sum_h pre[h] X[m, h]. Outputs: collapsed [M, D], post [M, hc], comb [M, hc, hc].
+  virtual void hc_pre(const TensorView& X, const TensorView& fn, const TensorView& base,
+                      const TensorView& scale, int sinkhorn_iters, float hc_eps, float norm_eps,
+                      const TensorView& collapsed, const TensorView& post,
+                      const TensorView& comb) = 0;
+  // out[m, h] = post[m, h] * y[m] + sum_j comb[m, j, h] * X[m, j]; out must not alias X.
+  virtual void hc_post(const TensorView& X, const TensorView& y, const TensorView& post,
+                       const TensorView& comb, const TensorView& out) = 0;
+  // Final collapse: pre = sigmoid(rmsnorm_unweighted(flatten(X)) @ fn^T * scale[0] + base) +
+  // hc_eps; out[m] = sum_h pre[h] X[m, h]. fn [hc, hc*D], base [hc], scale [1], out [M, D].
+  virtual void hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,
+                       const TensorView& scale, float hc_eps, float norm_eps,
+                       const TensorView& out) = 0;
+
+  // ---- attention ----------------------------------------------------------------------------
+  // Softmax-gated pooling: kv, gate [N, S, d] (gate already holds the position bias; -inf slots
+  // get no weight) -> out[n, c] = sum_s softmax_s(gate[n, :, c]) * kv[n, s, c].
+  virtual void window_pool(const TensorView& kv, const TensorView& gate,
+                           const TensorView& out) = 0;
+  // Shared-KV attention with per-head sinks. q [M, H, hd]; win_kv [P + M, hd] holds the keys of
+  // positions p0-P .. p0+M-1 where query m sits at p0+m: query m sees rows r with
+  // m + P - window < r <= m + P. Compressed entries comp_kv [E, hd] (E may be 0): query m also
+  // sees comp_kv[comp_idx[m, j]] for every j with comp_idx[m, j] >= 0 when comp_idx is
+  // non-empty ([M, K]), else comp_kv[0 .. comp_visible[m]) when comp_visible ([M]) is
+  // non-empty. Scores are q.k * scale; the softmax includes sinks[h] as an extra logit with no
+  // value. out [M, H, hd].
+  virtual void attention(const TensorView& q, const TensorView& win_kv, int64_t window,
+                         const TensorView& comp_kv, const TensorView& comp_idx,
+                         const TensorView& comp_visible, const TensorView& sinks, float scale,
+                         const TensorView& out) = 0;
+  // Lightning indexer: scores[m, e] = sum_h w[m, h] * relu(q[m, h] . k[e]) * scale for
+  // e < visible[m], -inf otherwise. q [M, nh, d], k [E, d], w [M, nh], visible I32 [M],
+  // scores [M, E].
+  virtual void indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w,
+                              float scale, const TensorView& visible,
+                              const TensorView& scores) = 0;
+  // Per row of scores [M, N]: indices I32 [M, k] of the k largest values in descending order
+  // (ties: lower index first); an index whose value is -inf is written as -1. k <= N.
+  virtual void topk(const TensorView& scores, int k, const TensorView& idx) = 0;
+
+  // ---- mixture of experts ---------------------------------------------------------------------
+  // s = score_fn(logits [M, E]). Selection: hash routing when tid2eid ([V, k] I32) is non-empty
+  // (rows tid2eid[ids[m]]), else the top-k of s + bias (bias [E] may be empty). weights [M, k] =
+  // s at the selection / (sum + 1e-20) * routed_scale; idx I32 [M, k].
+  virtual void route(const TensorView& logits, ScoringFunc func, const TensorView& bias,
+                     const TensorView& tid2eid, const TensorView& ids, float routed_scale,
+                     const TensorView& weights, const TensorView& idx) = 0;
+  // out = silu(min(gate, limit)) * clamp(up, -limit, limit), elementwise; all [M, I].
+  virtual void swiglu(const TensorView& gate, const TensorView& up, float limit,
+                      const TensorView& out) = 0;
+  // out[m] += sum_j weights[m, j] * (swiglu(x[m] W1_e^T, x[m] W3_e^T) W2_e^T), e = idx[m, j].
+  // x [M, D], idx I32 / weights F32 [M, k], out [M, D] (accumulated into).
+  virtual void moe_experts(const TensorView& x, const TensorView& idx, const TensorView& weights,
+                           const ExpertWeights& experts, float limit, const TensorView& out) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace deepinfer

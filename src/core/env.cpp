@@ -1,0 +1,82 @@
+#include "core/env.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "core/status.h"
+
+namespace deepinfer::env {
+
+namespace {
+
+constexpr VarSpec kVars[] = {
+    {"DEEPINFER_NUM_THREADS", VarType::kInt, "0",
+     "Worker threads of the CPU backend's pool; 0 uses every hardware thread."},
+    {"DEEPINFER_LOG_LEVEL", VarType::kString, "info",
+     "Log verbosity: one of trace, debug, info, warn, error, off."},
+};
+
+const char* type_name(VarType t) {
+  switch (t) {
+    case VarType::kBool: return "bool";
+    case VarType::kInt: return "int";
+    case VarType::kString: return "string";
+  }
+  return "?";
+}
+
+std::string raw_value(const VarSpec& s) {
+  const char* v = std::getenv(std::string(s.name).c_str());
+  return v ? std::string(v) : std::string(s.default_value);
+}
+
+}  // namespace
+
+std::span<const VarSpec> registry() { return kVars; }
+
+const VarSpec& spec(std::string_view name) {
+  for (const auto& v : kVars)
+    if (v.name == name) return v;
+  fail(ErrorCode::kInternal, "environment variable {} is not declared in the env registry", name);
+}
+
+bool get_bool(std::string_view name) {
+  const auto& s = spec(name);
+  DI_ASSERT(s.type == VarType::kBool);
+  const std::string v = raw_value(s);
+  if (v == "1" || v == "true" || v == "TRUE" || v == "on" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "FALSE" || v == "off" || v == "no" || v.empty()) return false;
+  fail(ErrorCode::kInvalidArgument, "{}={} is not a boolean (use 1/0, true/false, on/off)", name, v);
+}
+
+int64_t get_int(std::string_view name) {
+  const auto& s = spec(name);
+  DI_ASSERT(s.type == VarType::kInt);
+  const std::string v = raw_value(s);
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  DI_CHECK(!v.empty() && end && *end == '\0', ErrorCode::kInvalidArgument,
+           "{}={} is not an integer", name, v);
+  return x;
+}
+
+std::string get_string(std::string_view name) {
+  const auto& s = spec(name);
+  DI_ASSERT(s.type == VarType::kString);
+  return raw_value(s);
+}
+
+std::string markdown() {
+  std::string out =
+      "# Environment variables\n\n"
+      "Every `DEEPINFER_*` variable deepinfer reads. This file is generated from the registry in\n"
+      "`src/core/env.cpp` by `deepinfer env --markdown`; a test keeps the two in step.\n\n"
+      "| Variable | Type | Default | Meaning |\n| --- | --- | --- | --- |\n";
+  for (const auto& v : kVars)
+    out += fmt::format("| `{}` | {} | `{}` | {} |\n", v.name, type_name(v.type), v.default_value,
+                       v.doc);
+  return out;
+}
+
+}  // namespace deepinfer::env

@@ -1,0 +1,41 @@
+// Checkpoint weights by canonical name. Canonical names are the official DeepSeek-V4 names
+// without a "model." prefix (embed.weight, head.weight, norm.weight, hc_head_fn,
+// layers.N.attn.wq_a.weight, layers.N.ffn.experts.E.w1.weight, ...). Files may use the
+// official names, transformers' saved names (model. prefix, hc_head.hc_fn) or transformers'
+// in-memory names (self_attn.q_a_proj, mlp.experts.gate_up_proj [E, 2I, D], ...): all map to
+// one canonical set at open time. Quantised tensors (FP8 e4m3 with 128x128 block scales, MXFP4
+// e2m1 with e8m0 scales per 32) are dequantised when read.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace deepinfer {
+
+class SafetensorsFile;
+
+class WeightStore {
+ public:
+  // dir holds model.safetensors or model.safetensors.index.json (+ shards).
+  static std::unique_ptr<WeightStore> open(const std::string& dir);
+  ~WeightStore();
+
+  bool has(const std::string& canonical_name) const;
+  // The tensor converted to fp32 with the given shape; errors name the tensor and the file when
+  // it is missing or its shape differs.
+  Tensor get_f32(const std::string& canonical_name, std::initializer_list<int64_t> shape) const;
+  // Integer tensors (tid2eid): converted to int32, range not checked here.
+  Tensor get_i32(const std::string& canonical_name, std::initializer_list<int64_t> shape) const;
+  std::vector<std::string> canonical_names() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  WeightStore();
+};
+
+}  // namespace deepinfer
