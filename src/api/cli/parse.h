@@ -1,0 +1,13 @@
+// Small argument parsers shared by CLI subcommands.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deepinfer::cli {
+
+// "5,17,42" -> {5, 17, 42}; errors name the flag and the offending item.
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
+
+}  // namespace deepinfer::cli

@@ -1,0 +1,21 @@
+// What CUDA devices this process can use. Safe to call without a driver or GPU (returns none).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace deepinfer::cuda {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int sm_major = 0, sm_minor = 0;
+  size_t total_memory = 0;
+  int multiprocessors = 0;
+};
+
+std::vector<DeviceInfo> list_devices();
+// Why no device is usable (driver missing, no GPU...), or "" when at least one is.
+std::string unavailable_reason();
+
+}  // namespace deepinfer::cuda

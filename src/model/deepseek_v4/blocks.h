@@ -1,0 +1,42 @@
+// The pieces of one DeepSeek-V4 forward, shared by model.cpp. Each function runs one sub-block
+// of one layer for the S new tokens of a sequence through the backend, updating that layer's
+// state. Internal to model/deepseek_v4.
+#pragma once
+
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+#include "model/deepseek_v4/state.h"
+#include "model/deepseek_v4/weights.h"
+
+namespace deepinfer::deepseek_v4 {
+
+// Inputs of one forward call, uploaded once and shared by every layer.
+struct StepInputs {
+  int64_t num_tokens = 0;             // S
+  int64_t first_position = 0;         // position of the first new token
+  std::vector<int32_t> positions;     // host copy, [S]
+  Tensor ids;                         // I32 [S] on the device
+  Tensor positions_dev;               // I32 [S] on the device
+};
+
+// Uploads host int32 values into a new device tensor of shape [n].
+Tensor upload_i32(Backend& backend, const std::vector<int32_t>& values);
+
+// Attention sub-block (projections, RoPE, ring update, compressors, indexer, attention with
+// sinks, de-rotation, grouped output projection). x [S, D] is the normed collapsed stream.
+Tensor attention_block(Backend& backend, const ModelConfig& config, const ModelWeights& weights,
+                       int layer, const TensorView& x, const StepInputs& in, LayerState& state);
+
+// Feeds x [S, D] into a window compressor; closed windows become entries in state.entries.
+// d = entry width; csa = two overlapping series (CSA and the indexer) rather than one (HCA).
+void compressor_update(Backend& backend, const CompressorWeights& w, int m, int d, bool csa,
+                       float norm_eps, const TensorView& x, const StepInputs& in,
+                       const TensorView& inv_freq, CompressorState& state);
+
+// MoE sub-block: router (hash or top-k), routed experts and the shared expert.
+Tensor moe_block(Backend& backend, const ModelConfig& config, const MoeWeights& w,
+                 const TensorView& x, const StepInputs& in);
+
+}  // namespace deepinfer::deepseek_v4

@@ -1,0 +1,124 @@
+// Window compressors of CSA / HCA layers and of the lightning indexer.
+#include <limits>
+
+#include "model/deepseek_v4/blocks.h"
+
+namespace deepinfer::deepseek_v4 {
+
+namespace {
+
+// One series of a compressor: key/value and gate projections of the S new tokens, with the
+// position bias of each token's slot in its window added to the gate.
+struct Series {
+  Tensor kv, gate;  // [S, d]
+};
+
+Series project(Backend& b, const TensorView& x, const TensorView& wkv, const TensorView& wgate,
+               const TensorView& ape, const Tensor& slot_ids, int64_t d) {
+  const int64_t S = x.dim(0);
+  Series s{b.empty({S, d}), b.empty({S, d})};
+  b.matmul(x, wkv, s.kv);
+  b.matmul(x, wgate, s.gate);
+  Tensor bias = b.empty({S, d});
+  b.embedding(slot_ids, ape, bias);
+  b.add(s.gate, bias, s.gate);
+  return s;
+}
+
+// pending rows followed by the new rows: [pending + S, d].
+Tensor join(Backend& b, const Tensor& pending_rows, int pending, const Tensor& fresh, int64_t d) {
+  const int64_t S = fresh.dim(0);
+  Tensor out = b.empty({pending + S, d});
+  if (pending > 0) b.copy(pending_rows.view().slice_rows(0, pending), out.view().slice_rows(0, pending));
+  b.copy(fresh, out.view().slice_rows(pending, pending + S));
+  return out;
+}
+
+Tensor constant_rows(Backend& b, int64_t rows, int64_t d, float value) {
+  Tensor t = b.empty({rows, d});
+  std::vector<float> host(rows * d, value);
+  b.upload(host.data(), t);
+  return t;
+}
+
+}  // namespace
+
+void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
+                       float norm_eps, const TensorView& x, const StepInputs& in,
+                       const TensorView& inv_freq, CompressorState& st) {
+  const int64_t S = in.num_tokens;
+  std::vector<int32_t> slots(S);
+  for (int64_t s = 0; s < S; ++s) slots[s] = static_cast<int32_t>(in.positions[s] % m);
+  const Tensor slot_ids = upload_i32(b, slots);
+
+  Series a = project(b, x, w.wkv_a, w.wgate_a, w.ape_a, slot_ids, d);
+  Tensor kv_a = join(b, st.pend_kv_a, st.pending, a.kv, d);
+  Tensor gate_a = join(b, st.pend_gate_a, st.pending, a.gate, d);
+  Tensor kv_b, gate_b;
+  if (csa) {
+    Series bs = project(b, x, w.wkv_b, w.wgate_b, w.ape_b, slot_ids, d);
+    kv_b = join(b, st.pend_kv_b, st.pending, bs.kv, d);
+    gate_b = join(b, st.pend_gate_b, st.pending, bs.gate, d);
+  }
+  const int64_t total = st.pending + S;
+  const int64_t n_win = total / m;
+  const int64_t rest = total - n_win * m;
+
+  if (n_win > 0) {
+    Tensor pooled = b.empty({n_win, d});
+    if (!csa) {
+      // HCA: each window's m slots are consecutive rows already.
+      const TensorView kv3 = kv_a.view().slice_rows(0, n_win * m).reshape({n_win, m, d});
+      const TensorView g3 = gate_a.view().slice_rows(0, n_win * m).reshape({n_win, m, d});
+      b.window_pool(kv3, g3, pooled);
+    } else {
+      // CSA: entry w pools 2m slots: series a of window w-1 (the carried window for w = 0,
+      // nothing before the first window) and series b of window w.
+      Tensor kv3 = b.empty({n_win, 2 * m, d});
+      Tensor g3 = b.empty({n_win, 2 * m, d});
+      const TensorView kv_rows = kv3.view().reshape({n_win * 2 * m, d});
+      const TensorView g_rows = g3.view().reshape({n_win * 2 * m, d});
+      for (int64_t win = 0; win < n_win; ++win) {
+        const int64_t o = win * 2 * m;
+        if (win > 0) {
+          b.copy(kv_a.view().slice_rows((win - 1) * m, win * m), kv_rows.slice_rows(o, o + m));
+          b.copy(gate_a.view().slice_rows((win - 1) * m, win * m), g_rows.slice_rows(o, o + m));
+        } else if (st.has_prev) {
+          b.copy(st.prev_kv_a, kv_rows.slice_rows(o, o + m));
+          b.copy(st.prev_gate_a, g_rows.slice_rows(o, o + m));
+        } else {
+          b.copy(constant_rows(b, m, d, 0.0f), kv_rows.slice_rows(o, o + m));
+          b.copy(constant_rows(b, m, d, -std::numeric_limits<float>::infinity()),
+                 g_rows.slice_rows(o, o + m));
+        }
+        b.copy(kv_b.view().slice_rows(win * m, (win + 1) * m), kv_rows.slice_rows(o + m, o + 2 * m));
+        b.copy(gate_b.view().slice_rows(win * m, (win + 1) * m), g_rows.slice_rows(o + m, o + 2 * m));
+      }
+      b.window_pool(kv3, g3, pooled);
+      b.copy(kv_a.view().slice_rows((n_win - 1) * m, n_win * m), st.prev_kv_a);
+      b.copy(gate_a.view().slice_rows((n_win - 1) * m, n_win * m), st.prev_gate_a);
+      st.has_prev = true;
+    }
+    Tensor entries = b.empty({n_win, d});
+    b.rms_norm(pooled, w.norm, norm_eps, entries);
+    std::vector<int32_t> pos(n_win);
+    const int64_t first = st.entries.rows();
+    for (int64_t win = 0; win < n_win; ++win) pos[win] = static_cast<int32_t>((first + win) * m);
+    b.rope(entries.view().reshape({n_win, 1, d}), upload_i32(b, pos), inv_freq, false);
+    st.entries.append(b, entries);
+  }
+
+  // Whatever did not fill a window waits for the next call.
+  const int64_t from = n_win * m;
+  if (rest > 0) {
+    b.copy(kv_a.view().slice_rows(from, total), st.pend_kv_a.view().slice_rows(0, rest));
+    b.copy(gate_a.view().slice_rows(from, total), st.pend_gate_a.view().slice_rows(0, rest));
+    if (csa) {
+      b.copy(kv_b.view().slice_rows(from, total), st.pend_kv_b.view().slice_rows(0, rest));
+      b.copy(gate_b.view().slice_rows(from, total), st.pend_gate_b.view().slice_rows(0, rest));
+    }
+  }
+  st.pending = static_cast<int>(rest);
+}
+
+}  // namespace deepinfer::deepseek_v4

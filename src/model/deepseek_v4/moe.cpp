@@ -1,0 +1,40 @@
+// The MoE sub-block: router (hash or top-k), routed experts, one shared expert.
+#include "model/deepseek_v4/blocks.h"
+
+namespace deepinfer::deepseek_v4 {
+
+namespace {
+ScoringFunc scoring(RouterScoring s) {
+  switch (s) {
+    case RouterScoring::kSoftmax: return ScoringFunc::kSoftmax;
+    case RouterScoring::kSigmoid: return ScoringFunc::kSigmoid;
+    case RouterScoring::kSqrtSoftplus: return ScoringFunc::kSqrtSoftplus;
+  }
+  return ScoringFunc::kSqrtSoftplus;
+}
+}  // namespace
+
+Tensor moe_block(Backend& b, const ModelConfig& c, const MoeWeights& w, const TensorView& x,
+                 const StepInputs& in) {
+  const int64_t S = in.num_tokens;
+  const int E = c.n_routed_experts, k = c.num_experts_per_tok, I = c.moe_intermediate_size;
+  const float limit = static_cast<float>(c.swiglu_limit);
+
+  Tensor logits = b.empty({S, E});
+  b.matmul(x, w.gate, logits);
+  Tensor weights = b.empty({S, k});
+  Tensor idx = b.empty({S, k}, DType::kI32);
+  b.route(logits, scoring(c.scoring_func), w.bias.view(), w.tid2eid.view(), in.ids,
+          static_cast<float>(c.routed_scaling_factor), weights, idx);
+
+  Tensor gate = b.empty({S, I}), up = b.empty({S, I}), h = b.empty({S, I});
+  b.matmul(x, w.shared_w1, gate);
+  b.matmul(x, w.shared_w3, up);
+  b.swiglu(gate, up, limit, h);
+  Tensor out = b.empty({S, c.hidden_size});
+  b.matmul(h, w.shared_w2, out);
+  b.moe_experts(x, idx, weights, ExpertWeights{w.w1, w.w3, w.w2}, limit, out);
+  return out;
+}
+
+}  // namespace deepinfer::deepseek_v4

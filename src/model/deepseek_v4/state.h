@@ -1,0 +1,60 @@
+// Per-sequence DeepSeek-V4 state: what the model must remember between forward calls so that a
+// prompt fed in any split (whole, chunks, token by token) gives the same logits. There is no
+// classic KV cache: each layer keeps a sliding-window ring of shared K=V vectors; CSA/HCA layers
+// add their compressed entries (one per `compress_rate` tokens) and the compressor's pending
+// tokens of the unfinished window; CSA also keeps the last closed window's first series (the
+// overlap carry) and the same three things for its lightning indexer. All tensors live on the
+// backend's device. src/kv/ (the engine's memory manager) will own where these live; this file
+// defines what they are.
+#pragma once
+
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+
+namespace deepinfer::deepseek_v4 {
+
+// Rows appended over time ([rows, width]), with amortised doubling on the device.
+class RowStore {
+ public:
+  RowStore() = default;
+  RowStore(Backend& backend, int64_t width);
+  void append(Backend& backend, const TensorView& rows);
+  int64_t rows() const { return rows_; }
+  int64_t width() const { return width_; }
+  // The filled rows [rows, width] (empty view when rows == 0).
+  TensorView view() const;
+
+ private:
+  Tensor buf_;
+  int64_t rows_ = 0, width_ = 0;
+};
+
+struct CompressorState {
+  // Tokens of the unfinished window (fewer than m), per series, gates with the slot bias added.
+  Tensor pend_kv_a, pend_gate_a, pend_kv_b, pend_gate_b;  // [m, d]; *_b only for CSA
+  int pending = 0;
+  // CSA: series a of the last closed window; absent before the first window closes.
+  Tensor prev_kv_a, prev_gate_a;  // [m, d]
+  bool has_prev = false;
+  RowStore entries;  // [E, d], RoPE applied at position w * m
+};
+
+struct LayerState {
+  Tensor ring;  // [max(W-1, 1), hd]: the last ring_rows K=V vectors in position order
+  int64_t ring_rows = 0;
+  CompressorState comp;      // CSA / HCA
+  CompressorState indexer;   // CSA only
+};
+
+struct SequenceState {
+  int64_t num_tokens = 0;
+  std::vector<LayerState> layers;
+
+  static SequenceState create(const ModelConfig& config, Backend& backend);
+  // Bytes held on the device right now (rings, pending buffers, entries).
+  int64_t device_bytes() const;
+};
+
+}  // namespace deepinfer::deepseek_v4

@@ -1,0 +1,173 @@
+#include "model/deepseek_v4/weights.h"
+
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "io/weights.h"
+#include "model/deepseek_v4/rope.h"
+
+namespace deepinfer::deepseek_v4 {
+
+namespace {
+
+class Loader {
+ public:
+  Loader(const WeightStore& store, Backend& backend) : store_(store), backend_(backend) {}
+
+  Tensor f32(const std::string& name, std::initializer_list<int64_t> shape) {
+    return place(store_.get_f32(name, shape));
+  }
+  Tensor i32(const std::string& name, std::initializer_list<int64_t> shape) {
+    return place(store_.get_i32(name, shape));
+  }
+  // Copies host data onto the backend's device (a no-op on the CPU).
+  Tensor place(Tensor host) {
+    if (backend_.device() == Device::kCpu) return host;
+    Tensor dev;
+    switch (host.ndim()) {
+      case 1: dev = backend_.empty({host.dim(0)}, host.dtype()); break;
+      case 2: dev = backend_.empty({host.dim(0), host.dim(1)}, host.dtype()); break;
+      case 3: dev = backend_.empty({host.dim(0), host.dim(1), host.dim(2)}, host.dtype()); break;
+      default: fail(ErrorCode::kInternal, "place: unexpected rank {}", host.ndim());
+    }
+    backend_.upload(host.view().data(), dev);
+    return dev;
+  }
+  const WeightStore& store() const { return store_; }
+
+ private:
+  const WeightStore& store_;
+  Backend& backend_;
+};
+
+// Columns [c0, c0 + n) of a host [R, C] tensor, as a new contiguous host tensor.
+Tensor host_columns(const Tensor& t, int64_t c0, int64_t n) {
+  Tensor out = Tensor::empty({t.dim(0), n});
+  for (int64_t r = 0; r < t.dim(0); ++r)
+    std::memcpy(out.data_as<float>() + r * n, t.data_as<float>() + r * t.dim(1) + c0,
+                n * sizeof(float));
+  return out;
+}
+
+Tensor host_rows(const Tensor& t, int64_t r0, int64_t n) {
+  Tensor out = Tensor::empty({n, t.dim(1)});
+  std::memcpy(out.data_as<float>(), t.data_as<float>() + r0 * t.dim(1),
+              n * t.dim(1) * sizeof(float));
+  return out;
+}
+
+// CSA projections are 2d wide (series a = first d outputs, b = the rest); HCA's are d wide.
+CompressorWeights load_compressor(Loader& ld, const std::string& prefix, int D, int d, int m,
+                                  bool two_series) {
+  CompressorWeights c;
+  const int width = two_series ? 2 * d : d;
+  Tensor wkv = ld.store().get_f32(prefix + ".wkv.weight", {width, D});
+  Tensor wgate = ld.store().get_f32(prefix + ".wgate.weight", {width, D});
+  Tensor ape = ld.store().get_f32(prefix + ".ape", {m, width});
+  c.wkv_a = ld.place(host_rows(wkv, 0, d));
+  c.wgate_a = ld.place(host_rows(wgate, 0, d));
+  c.ape_a = ld.place(host_columns(ape, 0, d));
+  if (two_series) {
+    c.wkv_b = ld.place(host_rows(wkv, d, d));
+    c.wgate_b = ld.place(host_rows(wgate, d, d));
+    c.ape_b = ld.place(host_columns(ape, d, d));
+  }
+  c.norm = ld.f32(prefix + ".norm.weight", {d});
+  return c;
+}
+
+// Stacks per-expert matrices [rows, cols] into [E, rows, cols] on the host, then places it.
+Tensor load_stacked(Loader& ld, const std::string& prefix, const char* leaf, int E, int rows,
+                    int cols) {
+  Tensor out = Tensor::empty({E, rows, cols});
+  const int64_t per = static_cast<int64_t>(rows) * cols;
+  for (int e = 0; e < E; ++e) {
+    Tensor t = ld.store().get_f32(fmt::format("{}.experts.{}.{}.weight", prefix, e, leaf),
+                                  {rows, cols});
+    std::memcpy(out.data_as<float>() + e * per, t.data_as<float>(), per * sizeof(float));
+  }
+  return ld.place(out);
+}
+
+}  // namespace
+
+ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backend& backend) {
+  Loader ld(store, backend);
+  const int D = c.hidden_size, V = c.vocab_size, H = c.num_attention_heads, hd = c.head_dim;
+  const int hc = c.hc_mult, mix = (2 + hc) * hc;
+  ModelWeights w;
+  w.embed = ld.f32("embed.weight", {V, D});
+  w.head = c.tie_word_embeddings && !store.has("head.weight") ? w.embed
+                                                               : ld.f32("head.weight", {V, D});
+  w.norm = ld.f32("norm.weight", {D});
+  w.hc_head_fn = ld.f32("hc_head_fn", {hc, hc * D});
+  w.hc_head_base = ld.f32("hc_head_base", {hc});
+  w.hc_head_scale = ld.f32("hc_head_scale", {1});
+
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("layers.{}", l);
+    LayerWeights L;
+    L.attn_norm = ld.f32(p + ".attn_norm.weight", {D});
+    L.ffn_norm = ld.f32(p + ".ffn_norm.weight", {D});
+    L.hc_attn = {ld.f32(p + ".hc_attn_fn", {mix, hc * D}), ld.f32(p + ".hc_attn_base", {mix}),
+                 ld.f32(p + ".hc_attn_scale", {3})};
+    L.hc_ffn = {ld.f32(p + ".hc_ffn_fn", {mix, hc * D}), ld.f32(p + ".hc_ffn_base", {mix}),
+                ld.f32(p + ".hc_ffn_scale", {3})};
+
+    AttentionWeights& A = L.attn;
+    const std::string a = p + ".attn";
+    A.wq_a = ld.f32(a + ".wq_a.weight", {c.q_lora_rank, D});
+    A.q_norm = ld.f32(a + ".q_norm.weight", {c.q_lora_rank});
+    A.wq_b = ld.f32(a + ".wq_b.weight", {H * hd, c.q_lora_rank});
+    A.wkv = ld.f32(a + ".wkv.weight", {hd, D});
+    A.kv_norm = ld.f32(a + ".norm.weight", {hd});
+    A.wo_a = ld.f32(a + ".wo_a.weight", {c.o_groups * c.o_lora_rank, H * hd / c.o_groups});
+    A.wo_b = ld.f32(a + ".wo_b.weight", {D, c.o_groups * c.o_lora_rank});
+    A.sinks = ld.f32(a + ".attn_sink", {H});
+    const AttnType type = c.layer_types[l];
+    if (type != AttnType::kSliding) {
+      const bool csa = type == AttnType::kCSA;
+      const int m = c.compress_rate(l);
+      A.has_compressor = true;
+      A.compressor = load_compressor(ld, a + ".compressor", D, hd, m, csa);
+      if (csa) {
+        A.has_indexer = true;
+        const int nh = c.index_n_heads, di = c.index_head_dim;
+        A.indexer.compressor = load_compressor(ld, a + ".indexer.compressor", D, di, m, true);
+        A.indexer.wq_b = ld.f32(a + ".indexer.wq_b.weight", {nh * di, c.q_lora_rank});
+        A.indexer.weights_proj = ld.f32(a + ".indexer.weights_proj.weight", {nh, D});
+      }
+    }
+
+    MoeWeights& M = L.moe;
+    const std::string f = p + ".ffn";
+    const int E = c.n_routed_experts, I = c.moe_intermediate_size, k = c.num_experts_per_tok;
+    M.gate = ld.f32(f + ".gate.weight", {E, D});
+    if (c.mlp_layer_types[l] == MlpType::kHashMoe) {
+      M.tid2eid = ld.i32(f + ".gate.tid2eid", {V, k});
+    } else if (store.has(f + ".gate.bias")) {
+      M.bias = ld.f32(f + ".gate.bias", {E});
+    }
+    M.w1 = load_stacked(ld, f, "w1", E, I, D);
+    M.w3 = load_stacked(ld, f, "w3", E, I, D);
+    M.w2 = load_stacked(ld, f, "w2", E, D, I);
+    M.shared_w1 = ld.f32(f + ".shared_experts.w1.weight", {I, D});
+    M.shared_w3 = ld.f32(f + ".shared_experts.w3.weight", {I, D});
+    M.shared_w2 = ld.f32(f + ".shared_experts.w2.weight", {D, I});
+    w.layers.push_back(std::move(L));
+  }
+
+  auto freq_tensor = [&](const RopeConfig& rope) {
+    const std::vector<float> f = rope_inv_freq(rope, c.qk_rope_head_dim);
+    Tensor t = Tensor::empty({static_cast<int64_t>(f.size())});
+    std::memcpy(t.data_as<float>(), f.data(), f.size() * sizeof(float));
+    return ld.place(t);
+  };
+  w.inv_freq_main = freq_tensor(c.rope_main);
+  w.inv_freq_compress = freq_tensor(c.rope_compress);
+  return w;
+}
+
+}  // namespace deepinfer::deepseek_v4

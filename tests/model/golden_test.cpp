@@ -1,0 +1,170 @@
+// Golden tests: our CPU logits against transformers' deepseek_v4 on tiny random checkpoints
+// (tests/data/golden, made by tools/golden/make_fixtures.py), whole prompt, token by token and
+// in odd chunks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/npy.h"
+#include "model/deepseek_v4/model.h"
+
+using namespace deepinfer;
+
+namespace {
+
+const std::string kGolden = std::string(DEEPINFER_SOURCE_DIR) + "/tests/data/golden/";
+
+struct Fixture {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> greedy_prompt, greedy_continuation;
+  NpyArray prefill, decode;
+};
+
+Fixture load_fixture(const std::string& name) {
+  Fixture f;
+  std::ifstream in(kGolden + name + "/fixture.json");
+  const auto j = nlohmann::json::parse(in);
+  f.ids = j["input_ids"].get<std::vector<int32_t>>();
+  const int n = j["greedy_prompt_len"].get<int>();
+  f.greedy_prompt.assign(f.ids.begin(), f.ids.begin() + n);
+  f.greedy_continuation = j["greedy_continuation"].get<std::vector<int32_t>>();
+  f.prefill = read_npy(kGolden + name + "/logits_prefill.npy");
+  f.decode = read_npy(kGolden + name + "/logits_decode.npy");
+  return f;
+}
+
+// Runs the prompt through a fresh state `chunk` tokens at a time (0 = all at once).
+std::vector<float> run(deepseek_v4::Model& model, const std::vector<int32_t>& ids, int64_t chunk) {
+  const int64_t S = ids.size(), V = model.config().vocab_size;
+  if (chunk == 0) chunk = S;
+  std::vector<float> out(S * V);
+  auto state = model.new_state();
+  for (int64_t b = 0; b < S; b += chunk) {
+    const int64_t e = std::min(S, b + chunk);
+    Tensor l = model.forward(std::span<const int32_t>(ids.data() + b, e - b), state);
+    std::copy_n(l.data_as<float>(), (e - b) * V, out.data() + b * V);
+  }
+  return out;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// Positions whose reference top-2 margin exceeds `margin` must have the same argmax.
+int argmax_mismatches(const std::vector<float>& a, const std::vector<float>& ref, int64_t V,
+                      double margin) {
+  int bad = 0;
+  for (size_t r = 0; r < a.size() / V; ++r) {
+    const float* x = a.data() + r * V;
+    const float* y = ref.data() + r * V;
+    int ax = 0, ay = 0;
+    for (int64_t v = 1; v < V; ++v) {
+      if (x[v] > x[ax]) ax = v;
+      if (y[v] > y[ay]) ay = v;
+    }
+    float second = -INFINITY;
+    for (int64_t v = 0; v < V; ++v)
+      if (v != ay) second = std::max(second, y[v]);
+    if (y[ay] - second > margin && ax != ay) ++bad;
+  }
+  return bad;
+}
+
+class Golden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Golden, MatchesTransformersInEverySplit) {
+  const std::string name = GetParam();
+  const Fixture f = load_fixture(name);
+  auto backend = make_cpu_backend();
+  auto model = deepseek_v4::Model::load(kGolden + name, *backend);
+  const int64_t V = model->config().vocab_size;
+  ASSERT_EQ(f.prefill.shape, (std::vector<int64_t>{int64_t(f.ids.size()), V}));
+
+  struct Case {
+    const char* what;
+    int64_t chunk;
+    const std::vector<float>* ref;
+  };
+  for (const Case& c : {Case{"prefill", 0, &f.prefill.data}, Case{"chunk 1", 1, &f.decode.data},
+                        Case{"chunk 7", 7, &f.prefill.data}}) {
+    const std::vector<float> got = run(*model, f.ids, c.chunk);
+    const double err = rel_l2(got, *c.ref);
+    std::printf("[golden] %s %-8s rel L2 %.3e\n", name.c_str(), c.what, err);
+    EXPECT_LE(err, 1e-3) << name << " " << c.what;
+    EXPECT_EQ(argmax_mismatches(got, *c.ref, V, 1e-2), 0) << name << " " << c.what;
+  }
+}
+
+TEST_P(Golden, GreedyContinuationMatchesTransformers) {
+  const std::string name = GetParam();
+  const Fixture f = load_fixture(name);
+  auto backend = make_cpu_backend();
+  auto model = deepseek_v4::Model::load(kGolden + name, *backend);
+  const int64_t V = model->config().vocab_size;
+  auto state = model->new_state();
+  Tensor l = model->forward(f.greedy_prompt, state);
+  std::vector<int32_t> got;
+  auto argmax = [&](const float* row) {
+    return static_cast<int32_t>(std::max_element(row, row + V) - row);
+  };
+  int32_t next = argmax(l.data_as<float>() + (l.dim(0) - 1) * V);
+  for (size_t i = 0; i < f.greedy_continuation.size(); ++i) {
+    got.push_back(next);
+    Tensor step = model->forward(std::span<const int32_t>(&next, 1), state);
+    next = argmax(step.data_as<float>());
+  }
+  EXPECT_EQ(got, f.greedy_continuation);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));
+
+TEST(GoldenCli, LogitsSubcommandWritesTheSameLogits) {
+  const Fixture f = load_fixture("tiny-a");
+  std::string ids;
+  for (size_t i = 0; i < f.ids.size(); ++i) ids += (i ? "," : "") + std::to_string(f.ids[i]);
+  const std::string out = ::testing::TempDir() + "/cli_logits.npy";
+  const std::string cmd = std::string(DEEPINFER_BINARY_DIR) + "/src/api/deepinfer logits --model " +
+                          kGolden + "tiny-a --input-ids " + ids + " --chunk 7 --out " + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const NpyArray got = read_npy(out);
+  ASSERT_EQ(got.shape, f.prefill.shape);
+  EXPECT_LE(rel_l2(got.data, f.prefill.data), 1e-3);
+}
+
+TEST(GoldenCli, BadInputsFailWithAClearMessage) {
+  const std::string bin = std::string(DEEPINFER_BINARY_DIR) + "/src/api/deepinfer logits ";
+  const std::string out = ::testing::TempDir() + "/bad.npy";
+  auto run_cmd = [&](const std::string& args) {
+    const std::string cmd = bin + args + " --out " + out + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string text;
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) text += buf;
+    const int rc = pclose(p);
+    return std::make_pair(rc, text);
+  };
+  auto [rc1, msg1] = run_cmd("--model " + kGolden + "tiny-a --input-ids 1,2,99999");
+  EXPECT_NE(rc1, 0);
+  EXPECT_NE(msg1.find("99999"), std::string::npos) << msg1;
+  auto [rc2, msg2] = run_cmd("--model " + kGolden + "tiny-a --input-ids 1,x,3");
+  EXPECT_NE(rc2, 0);
+  EXPECT_NE(msg2.find("--input-ids"), std::string::npos) << msg2;
+  auto [rc3, msg3] = run_cmd("--model /nonexistent/dir --input-ids 1,2");
+  EXPECT_NE(rc3, 0);
+  EXPECT_NE(msg3.find("/nonexistent/dir"), std::string::npos) << msg3;
+}
+
+}  // namespace
