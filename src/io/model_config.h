@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-
 namespace deepinfer {
 
 enum class AttnType { kSliding, kCSA, kHCA };
@@ -21,7 +20,9 @@ struct RopeConfig {
   double original_max_position_embeddings = 0;
   double beta_fast = 32.0;
   double beta_slow = 1.0;
-  double attention_factor = 1.0;  // V4 forces 1.0 for yarn
+  // cos/sin scale. The flat (legacy) rope config gets 1.0 for yarn; a nested one without the key
+  // gets YaRN's 0.1 * ln(factor) + 1, exactly as transformers resolves them.
+  double attention_factor = 1.0;
 };
 
 struct ModelConfig {
@@ -76,6 +77,13 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::string& config_json_path);
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source_name);
 
+// The rope's inverse frequencies, (head_dim * partial_rotary_factor) / 2 of them, in fp32 as
+// transformers computes them (default rope; YaRN per _compute_yarn_parameters). cos/sin are
+// then scaled by attention_factor for YaRN, 1 otherwise.
+std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim);
+
+// transformers' spellings: "sliding_attention", "compressed_sparse_attention",
+// "heavily_compressed_attention"; "hash_moe", "moe".
 const char* attn_type_name(AttnType t);
 const char* mlp_type_name(MlpType t);
 

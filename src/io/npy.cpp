@@ -63,7 +63,8 @@ NpyArray read_npy(const std::string& path) {
            ErrorCode::kCorrupt, "'{}': no shape in header", path);
   NpyArray out;
   const std::string dims = m[1];
-  std::sregex_iterator it(dims.begin(), dims.end(), std::regex("\\d+")), end;
+  static const std::regex kNumber("\\d+");
+  std::sregex_iterator it(dims.begin(), dims.end(), kNumber), end;
   int64_t n = 1;
   for (; it != end; ++it) {
     out.shape.push_back(std::stoll(it->str()));
@@ -77,10 +78,23 @@ NpyArray read_npy(const std::string& path) {
   out.data.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     const char* p = raw.data() + i * esize;
-    if (descr[1] == 'f' && esize == 4) { float v; std::memcpy(&v, p, 4); out.data[i] = v; }
-    else if (descr[1] == 'f') { double v; std::memcpy(&v, p, 8); out.data[i] = static_cast<float>(v); }
-    else if (esize == 4) { int32_t v; std::memcpy(&v, p, 4); out.data[i] = static_cast<float>(v); }
-    else { int64_t v; std::memcpy(&v, p, 8); out.data[i] = static_cast<float>(v); }
+    if (descr[1] == 'f' && esize == 4) {
+      float v;
+      std::memcpy(&v, p, 4);
+      out.data[i] = v;
+    } else if (descr[1] == 'f') {
+      double v;
+      std::memcpy(&v, p, 8);
+      out.data[i] = static_cast<float>(v);
+    } else if (esize == 4) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      out.data[i] = static_cast<float>(v);
+    } else {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      out.data[i] = static_cast<float>(v);
+    }
   }
   return out;
 }

@@ -30,7 +30,17 @@ class WeightStore {
   Tensor get_f32(const std::string& canonical_name, std::initializer_list<int64_t> shape) const;
   // Integer tensors (tid2eid): converted to int32, range not checked here.
   Tensor get_i32(const std::string& canonical_name, std::initializer_list<int64_t> shape) const;
+  // The same, for shapes built at run time.
+  Tensor get_f32(const std::string& canonical_name, const std::vector<int64_t>& shape) const;
+  Tensor get_i32(const std::string& canonical_name, const std::vector<int64_t>& shape) const;
   std::vector<std::string> canonical_names() const;
+
+  // The shape get_f32 produces (quantised tensors: the dequantised shape; slices of fused
+  // expert tensors: one expert's matrix). Throws kNotFound for an unknown name.
+  std::vector<int64_t> shape(const std::string& canonical_name) const;
+  // Where a canonical name comes from, for messages: "'<on-disk name>' in file '<path>'".
+  std::string describe(const std::string& canonical_name) const;
+  const std::string& dir() const;
 
  private:
   struct Impl;
