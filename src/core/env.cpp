@@ -13,8 +13,15 @@ namespace {
 constexpr VarSpec kVars[] = {
     {"DEEPINFER_NUM_THREADS", VarType::kInt, "0",
      "Worker threads of the CPU backend's pool; 0 uses every hardware thread."},
-    {"DEEPINFER_LOG_LEVEL", VarType::kString, "info",
-     "Log verbosity: one of trace, debug, info, warn, error, off."},
+    {"DEEPINFER_PREFILL_ATTEMPT_INTERVAL", VarType::kInt, "70",
+     "While sequences decode, attempt a prefill every this many decode steps if ALL "
+     "data-parallel ranks vote for it."},
+    {"DEEPINFER_PREFILL_ANY_ATTEMPT_INTERVAL", VarType::kInt, "100",
+     "While sequences decode, attempt a prefill every this many decode steps if ANY "
+     "data-parallel rank votes for it (bounds how long a request waits)."},
+    {"DEEPINFER_CPU_TIMER", VarType::kBool, "0",
+     "Time named host sections (schedule, prepare inputs, forward, sample, output processing) "
+     "and print a summary table at exit."},
 };
 
 const char* type_name(VarType t) {

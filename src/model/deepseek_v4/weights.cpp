@@ -160,7 +160,7 @@ ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backen
   }
 
   auto freq_tensor = [&](const RopeConfig& rope) {
-    const std::vector<float> f = rope_inv_freq(rope, c.qk_rope_head_dim);
+    const std::vector<float> f = deepseek_v4::rope_inv_freq(rope, c.qk_rope_head_dim);
     Tensor t = Tensor::empty({static_cast<int64_t>(f.size())});
     std::memcpy(t.data_as<float>(), f.data(), f.size() * sizeof(float));
     return ld.place(t);

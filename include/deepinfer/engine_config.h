@@ -1,0 +1,33 @@
+// Engine configuration: what the offline LLM, the CLI and (later) the server build an engine from.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace deepinfer {
+
+// DeepInfer's engine roles: NORMAL runs prefill and decode; PROMPT only prefills (and hands the
+// state to a COMPLETION engine); COMPLETION only decodes.
+enum class EngineType { kNormal, kPrompt, kCompletion };
+
+struct EngineConfig {
+  std::string model;  // checkpoint directory (HF layout); empty = the embedded default model
+  std::string tokenizer;  // tokenizer.json or its directory; empty = the model directory
+  std::string device = "cpu";
+  EngineType engine_type = EngineType::kNormal;
+  int expert_parallel_size = 1;
+  int data_parallel_size = 1;
+  // Fraction of the device memory the engine may use (weights + state); sizes state memory on
+  // GPUs. On the CPU, state memory comes from max_state_bytes.
+  double gpu_memory_utilization = 0.9;
+  int64_t max_state_bytes = 2LL << 30;  // per-sequence model state budget on the CPU
+  int max_num_seqs = 256;               // sequences per decode step
+  int64_t max_prefill_tokens = 8192;    // prompt tokens per prefill step (longer prompts chunk)
+  int64_t max_model_len = 0;            // 0 = the model's max_position_embeddings
+  int num_threads = 0;                  // CPU backend threads; 0 = DEEPINFER_NUM_THREADS / all
+  bool show_progress = true;            // progress bar on long batches
+
+  void validate() const;  // throws deepinfer::Error naming the field
+};
+
+}  // namespace deepinfer
