@@ -101,6 +101,8 @@ TEST_F(Attn, AttentionMatchesReference) {
       // odd sizes, window wider than the history, big enough to spread over threads
       {64, 16, 128, 31, 1000, 300, 64, Comp::kIdx},
       {50, 3, 17, 3, 4, 13, 0, Comp::kVisible},
+      // so many selected entries that the queries are processed in several gather chunks
+      {10, 2, 512, 0, 8, 5000, 4096, Comp::kIdx},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(testing::Message() << "M=" << c.M << " H=" << c.H << " hd=" << c.hd << " P=" << c.P

@@ -13,7 +13,9 @@ namespace deepinfer {
 
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-}
+// Upper bound on the gathered compressed keys of one chunk of queries (floats; 32 MiB).
+constexpr int64_t kGatherFloats = int64_t{8} << 20;
+}  // namespace
 
 namespace cpu {
 
@@ -122,62 +124,76 @@ void CpuBackend::attention(const TensorView& q, const TensorView& win_kv, int64_
   const float* sk = sinks.data_as<float>();
   float* outp = out.data_as<float>();
 
-  // Tasks are (query, block of heads): whole queries when there are enough of them, split heads
-  // for decode-sized M so every thread has work. The key set is shared by all heads (MQA).
+  // Queries go in chunks. For CSA, each query's selected compressed entries are first gathered
+  // once (deduplicated: duplicates count once, like the reference's mask) into a contiguous
+  // block; then tasks are (query, block of heads): whole queries when there are enough of them,
+  // heads split for decode-sized chunks so every thread has work. Keys are shared by all heads.
   const int64_t T = cpu::pool().size();
-  const int64_t hsplit = std::clamp<int64_t>((2 * T + M - 1) / M, 1, H);
-  const int64_t hb = (H + hsplit - 1) / hsplit;
-  const int64_t blocks = (H + hb - 1) / hb;
-  cpu::pool().parallel_for(M * blocks, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> scores, gathered;
-    std::vector<int32_t> rows;
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t m = t / blocks, h0 = (t % blocks) * hb, h1 = std::min(H, h0 + hb);
-      const int64_t nh = h1 - h0;
-      // Sliding window: rows r with m + P - window < r <= m + P.
-      const int64_t hi = m + P + 1, lo = std::clamp<int64_t>(m + P - window + 1, 0, hi);
-      const int64_t nw = hi - lo;
-      const float* kwin = wkv + lo * hd;
-      // Compressed entries: a set of indices (duplicates count once) or a prefix.
-      const float* kcomp = ckv;
-      int64_t nc = 0;
-      if (use_idx) {
-        rows.clear();
-        for (int64_t j = 0; j < K; ++j)
-          if (cidx[m * K + j] >= 0) rows.push_back(cidx[m * K + j]);
-        std::sort(rows.begin(), rows.end());
-        rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-        nc = static_cast<int64_t>(rows.size());
-        gathered.resize(static_cast<size_t>(nc * hd));
-        for (int64_t j = 0; j < nc; ++j)
-          std::copy(ckv + rows[j] * hd, ckv + (rows[j] + 1) * hd, gathered.data() + j * hd);
-        kcomp = gathered.data();
-      } else if (use_vis) {
-        nc = cvis[m];
-      }
-      const int64_t n = nw + nc;
-      const float* qm = qp + (m * H + h0) * hd;
-      float* om = outp + (m * H + h0) * hd;
-      scores.resize(static_cast<size_t>(nh * std::max<int64_t>(n, 1)));
-      float* S = scores.data();
-      cpu::sgemm_nt(nh, nw, hd, qm, hd, kwin, hd, S, n, 0.f);
-      cpu::sgemm_nt(nh, nc, hd, qm, hd, kcomp, hd, S + nw, n, 0.f);
-      // Softmax over [scores..., sink]; the sink takes probability mass but has no value.
-      for (int64_t h = 0; h < nh; ++h) {
-        float* s = S + h * n;
-        const float sink = sk[h0 + h];
-        float mx = sink;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j] *= scale);
-        float den = std::exp(sink - mx);
-        for (int64_t j = 0; j < n; ++j) den += (s[j] = std::exp(s[j] - mx));
-        const float inv = 1.f / den;
-        for (int64_t j = 0; j < n; ++j) s[j] *= inv;
-      }
-      // V = K: out = P_win @ K_win + P_comp @ K_comp (a zero-width product writes zeros).
-      cpu::sgemm_nn(nh, hd, nw, S, n, kwin, hd, om, hd, 0.f);
-      if (nc > 0) cpu::sgemm_nn(nh, hd, nc, S + nw, n, kcomp, hd, om, hd, 1.f);
+  const int64_t chunk =
+      use_idx ? std::clamp<int64_t>(kGatherFloats / std::max<int64_t>(K * hd, 1), 1, M) : M;
+  // Reused across calls (no per-call page faults). Workers must use the caller's buffer through
+  // `gbuf`: naming the thread_local inside the lambdas would pick the worker's own instance.
+  thread_local std::vector<float> gathered;
+  if (use_idx) gathered.resize(static_cast<size_t>(chunk * K * hd));
+  float* const gbuf = gathered.data();
+  std::vector<int64_t> ncomp(chunk);
+  for (int64_t q0 = 0; q0 < M; q0 += chunk) {
+    const int64_t nq = std::min(chunk, M - q0);
+    if (use_idx) {
+      cpu::pool().parallel_for(nq, 1, [&](int64_t b, int64_t e) {
+        std::vector<int32_t> rows;
+        for (int64_t i = b; i < e; ++i) {
+          const int32_t* ci = cidx + (q0 + i) * K;
+          rows.clear();
+          for (int64_t j = 0; j < K; ++j)
+            if (ci[j] >= 0) rows.push_back(ci[j]);
+          std::sort(rows.begin(), rows.end());
+          rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+          ncomp[i] = static_cast<int64_t>(rows.size());
+          float* g = gbuf + i * K * hd;
+          for (size_t j = 0; j < rows.size(); ++j)
+            std::copy(ckv + rows[j] * hd, ckv + (rows[j] + 1) * hd, g + j * hd);
+        }
+      });
     }
-  });
+    const int64_t hsplit = std::clamp<int64_t>((2 * T + nq - 1) / nq, 1, H);
+    const int64_t hb = (H + hsplit - 1) / hsplit;
+    const int64_t blocks = (H + hb - 1) / hb;
+    cpu::pool().parallel_for(nq * blocks, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<float> scores;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t i = t / blocks, m = q0 + i;
+        const int64_t h0 = (t % blocks) * hb, nh = std::min(H, h0 + hb) - h0;
+        // Sliding window: rows r with m + P - window < r <= m + P.
+        const int64_t hi = m + P + 1, lo = std::clamp<int64_t>(m + P - window + 1, 0, hi);
+        const int64_t nw = hi - lo;
+        const float* kwin = wkv + lo * hd;
+        const float* kcomp = use_idx ? gbuf + i * K * hd : ckv;
+        const int64_t nc = use_idx ? ncomp[i] : use_vis ? cvis[m] : 0;
+        const int64_t n = nw + nc;
+        const float* qm = qp + (m * H + h0) * hd;
+        float* om = outp + (m * H + h0) * hd;
+        scores.resize(static_cast<size_t>(nh * std::max<int64_t>(n, 1)));
+        float* S = scores.data();
+        cpu::sgemm_nt(nh, nw, hd, qm, hd, kwin, hd, S, n, 0.f);
+        cpu::sgemm_nt(nh, nc, hd, qm, hd, kcomp, hd, S + nw, n, 0.f);
+        // Softmax over [scores..., sink]; the sink takes probability mass but has no value.
+        for (int64_t h = 0; h < nh; ++h) {
+          float* s = S + h * n;
+          const float sink = sk[h0 + h];
+          float mx = sink;
+          for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j] *= scale);
+          float den = std::exp(sink - mx);
+          for (int64_t j = 0; j < n; ++j) den += (s[j] = std::exp(s[j] - mx));
+          const float inv = 1.f / den;
+          for (int64_t j = 0; j < n; ++j) s[j] *= inv;
+        }
+        // V = K: out = P_win @ K_win + P_comp @ K_comp (a zero-width product writes zeros).
+        cpu::sgemm_nn(nh, hd, nw, S, n, kwin, hd, om, hd, 0.f);
+        if (nc > 0) cpu::sgemm_nn(nh, hd, nc, S + nw, n, kcomp, hd, om, hd, 1.f);
+      }
+    });
+  }
 }
 
 void CpuBackend::indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w,

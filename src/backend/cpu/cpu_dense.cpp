@@ -68,6 +68,13 @@ void sgemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, cons
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, C, ldc, beta);
   check_blas_dims(M, N, K, lda, ldb, ldc);
+  if (M <= kGemvMaxRows) {  // as in sgemm_nt: avoid packing B for a handful of rows
+    if (beta == 0.f) scale_c(M, N, C, ldc, 0.f);
+    for (int64_t m = 0; m < M; ++m)
+      cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(K), static_cast<int>(N), 1.f, B,
+                  static_cast<int>(ldb), A + m * lda, 1, beta, C + m * ldc, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
               static_cast<int>(K), 1.f, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C,
               static_cast<int>(ldc));
