@@ -55,7 +55,7 @@ TEST_F(Dense, MatmulAccumulates) {
 TEST_F(Dense, GroupedMatmulMatchesReference) {
   SEED_TRACE();
   const std::vector<std::array<int64_t, 4>> shapes = {
-      {1, 8, 64, 32}, {5, 3, 33, 17}, {64, 4, 128, 96}, {1, 2, 1000, 300}};
+      {1, 8, 64, 32}, {5, 3, 33, 17}, {64, 4, 128, 96}, {1, 2, 1000, 300}, {1, 2, 2048, 1024}};
   for (auto [M, G, K, N] : shapes) {
     SCOPED_TRACE(testing::Message() << "M=" << M << " G=" << G << " K=" << K << " N=" << N);
     Rng rng;

@@ -158,11 +158,11 @@ void CpuBackend::moe_experts(const TensorView& x, const TensorView& idx, const T
     std::fill(count.begin(), count.end(), 0);
     for (int64_t i = 0; i < R; ++i) ++count[ip[c0 * k + i] + 1];
     for (int64_t e = 0; e < E; ++e) count[e + 1] += count[e];
-    std::vector<int64_t> fill(count.begin(), count.end() - 1);
+    std::vector<int64_t> cursor(count.begin(), count.end() - 1);
     where.resize(R);
     row_token.resize(R);
     for (int64_t i = 0; i < R; ++i) {
-      const int64_t r = fill[ip[c0 * k + i]]++;
+      const int64_t r = cursor[ip[c0 * k + i]]++;
       where[i] = r;
       row_token[r] = static_cast<int32_t>(c0 + i / k);
     }
