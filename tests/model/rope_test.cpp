@@ -1,8 +1,10 @@
 // RoPE frequencies against values computed with transformers' formulas by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "core/status.h"
 #include "model/deepseek_v4/rope.h"
 
 using namespace deepinfer;

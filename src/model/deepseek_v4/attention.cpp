@@ -16,7 +16,7 @@ namespace {
 
 // Appends the new K=V rows after the ring's rows ([P + S, hd], positions in order) and keeps the
 // last W-1 of them in the ring for the next call.
-Tensor window_keys(Backend& b, const Tensor& kv, int64_t window, LayerState& st) {
+Tensor window_keys(Backend& b, const TensorView& kv, int64_t window, LayerState& st) {
   const int64_t S = kv.dim(0), hd = kv.dim(1), P = st.ring_rows;
   Tensor win = b.empty({P + S, hd});
   if (P > 0) b.copy(st.ring.view().slice_rows(0, P), win.view().slice_rows(0, P));
@@ -27,20 +27,22 @@ Tensor window_keys(Backend& b, const Tensor& kv, int64_t window, LayerState& st)
   return win;
 }
 
-// Lightning indexer: picks, per query, the top-k compressed entries among those it may see.
+// Lightning indexer of one segment: picks, per query, the top-k compressed entries among those it
+// may see. x, qr: the segment's rows; positions: theirs.
 Tensor indexer_select(Backend& b, const ModelConfig& c, const IndexerWeights& w,
-                      const TensorView& x, const TensorView& qr, const StepInputs& in,
-                      const TensorView& inv_freq, int m, const CompressorState& ist) {
-  const int64_t S = in.num_tokens, E = ist.entries.rows();
+                      const TensorView& x, const TensorView& qr, const TensorView& positions_dev,
+                      const int32_t* positions, const TensorView& inv_freq, int m,
+                      const CompressorState& ist) {
+  const int64_t S = x.dim(0), E = ist.entries.rows();
   const int nh = c.index_n_heads, di = c.index_head_dim;
   Tensor q = b.empty({S, nh * di});
   b.matmul(qr, w.wq_b, q);
   const TensorView q3 = q.view().reshape({S, nh, di});
-  b.rope(q3, in.positions_dev, inv_freq, false);
+  b.rope(q3, positions_dev, inv_freq, false);
   Tensor hw = b.empty({S, nh});
   b.matmul(x, w.weights_proj, hw);
   std::vector<int32_t> visible(S);
-  for (int64_t s = 0; s < S; ++s) visible[s] = static_cast<int32_t>((in.positions[s] + 1) / m);
+  for (int64_t s = 0; s < S; ++s) visible[s] = static_cast<int32_t>((positions[s] + 1) / m);
   Tensor scores = b.empty({S, E});
   const float scale = 1.0f / std::sqrt(static_cast<float>(di)) / std::sqrt(static_cast<float>(nh));
   b.indexer_scores(q3, ist.entries.view(), hw, scale, upload_i32(b, visible), scores);
@@ -50,78 +52,98 @@ Tensor indexer_select(Backend& b, const ModelConfig& c, const IndexerWeights& w,
   return idx;
 }
 
-}  // namespace
-
-Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
-                       const TensorView& x, const StepInputs& in, LayerState& st) {
+// One segment's attention: ring update, compressors, indexer, attention with sinks, written
+// into its rows of `attn`.
+void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
+                    const TensorView& x, const TensorView& qr, const TensorView& q3,
+                    const TensorView& kv, const StepInputs& in, const Segment& seg,
+                    const TensorView& attn) {
   const AttentionWeights& w = weights.layers[layer].attn;
-  const int64_t S = in.num_tokens;
-  const int H = c.num_attention_heads, hd = c.head_dim, D = c.hidden_size;
+  LayerState& st = seg.state->layers[layer];
+  const int64_t r0 = seg.row0, r1 = seg.row0 + seg.count, S = seg.count;
+  const int hd = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const AttnType type = c.layer_types[layer];
-  const TensorView inv_freq =
-      type == AttnType::kSliding ? weights.inv_freq_main.view() : weights.inv_freq_compress.view();
-
-  // Queries: low-rank projection, per-head unweighted RMSNorm, RoPE.
-  Tensor qa = b.empty({S, c.q_lora_rank});
-  b.matmul(x, w.wq_a, qa);
-  Tensor qr = b.empty({S, c.q_lora_rank});
-  b.rms_norm(qa, w.q_norm, eps, qr);
-  Tensor q_raw = b.empty({S * H, hd});
-  b.matmul(qr, w.wq_b, q_raw.view().reshape({S, H * hd}));
-  Tensor q = b.empty({S * H, hd});
-  b.rms_norm(q_raw, TensorView(), eps, q);
-  const TensorView q3 = q.view().reshape({S, H, hd});
-  b.rope(q3, in.positions_dev, inv_freq, false);
-
-  // The single shared K=V head.
-  Tensor kv_raw = b.empty({S, hd});
-  b.matmul(x, w.wkv, kv_raw);
-  Tensor kv = b.empty({S, hd});
-  b.rms_norm(kv_raw, w.kv_norm, eps, kv);
-  b.rope(kv.view().reshape({S, 1, hd}), in.positions_dev, inv_freq, false);
-  Tensor win = window_keys(b, kv, c.sliding_window, st);
+  const TensorView xs = x.slice_rows(r0, r1);
+  const int32_t* positions = in.positions.data() + r0;
+  Tensor win = window_keys(b, kv.slice_rows(r0, r1), c.sliding_window, st);
 
   TensorView comp_kv, comp_idx, comp_visible;
   Tensor idx_holder, visible_holder;
   if (w.has_compressor) {
     const int m = c.compress_rate(layer);
     const bool csa = type == AttnType::kCSA;
-    compressor_update(b, w.compressor, m, hd, csa, eps, x, in, weights.inv_freq_compress, st.comp);
+    compressor_update(b, w.compressor, m, hd, csa, eps, xs, positions[0],
+                      weights.inv_freq_compress, st.comp);
     const int64_t E = st.comp.entries.rows();
     if (csa) {
-      compressor_update(b, w.indexer.compressor, m, c.index_head_dim, true, eps, x, in,
+      compressor_update(b, w.indexer.compressor, m, c.index_head_dim, true, eps, xs, positions[0],
                         weights.inv_freq_compress, st.indexer);
       DI_ASSERT(st.indexer.entries.rows() == E);
     }
     if (E > 0) {
       comp_kv = st.comp.entries.view();
       if (csa) {
-        idx_holder = indexer_select(b, c, w.indexer, x, qr, in, weights.inv_freq_compress, m,
-                                    st.indexer);
+        idx_holder = indexer_select(b, c, w.indexer, xs, qr.slice_rows(r0, r1),
+                                    in.positions_dev.view().slice_rows(r0, r1), positions,
+                                    weights.inv_freq_compress, m, st.indexer);
         comp_idx = idx_holder.view();
       } else {
         std::vector<int32_t> visible(S);
         for (int64_t s = 0; s < S; ++s)
-          visible[s] = static_cast<int32_t>(std::min<int64_t>((in.positions[s] + 1) / m, E));
+          visible[s] = static_cast<int32_t>(std::min<int64_t>((positions[s] + 1) / m, E));
         visible_holder = upload_i32(b, visible);
         comp_visible = visible_holder.view();
       }
     }
   }
+  b.attention(q3.slice_rows(r0, r1), win, c.sliding_window, comp_kv, comp_idx, comp_visible,
+              w.sinks, 1.0f / std::sqrt(static_cast<float>(hd)), attn.slice_rows(r0, r1));
+}
 
-  Tensor attn = b.empty({S, H, hd});
-  b.attention(q3, win, c.sliding_window, comp_kv, comp_idx, comp_visible, w.sinks,
-              1.0f / std::sqrt(static_cast<float>(hd)), attn);
+}  // namespace
+
+Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
+                       const TensorView& x, const StepInputs& in) {
+  const AttentionWeights& w = weights.layers[layer].attn;
+  const int64_t T = in.num_tokens;
+  const int H = c.num_attention_heads, hd = c.head_dim, D = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const TensorView inv_freq = c.layer_types[layer] == AttnType::kSliding
+                                  ? weights.inv_freq_main.view()
+                                  : weights.inv_freq_compress.view();
+
+  // Queries: low-rank projection, per-head unweighted RMSNorm, RoPE.
+  Tensor qa = b.empty({T, c.q_lora_rank});
+  b.matmul(x, w.wq_a, qa);
+  Tensor qr = b.empty({T, c.q_lora_rank});
+  b.rms_norm(qa, w.q_norm, eps, qr);
+  Tensor q_raw = b.empty({T * H, hd});
+  b.matmul(qr, w.wq_b, q_raw.view().reshape({T, H * hd}));
+  Tensor q = b.empty({T * H, hd});
+  b.rms_norm(q_raw, TensorView(), eps, q);
+  const TensorView q3 = q.view().reshape({T, H, hd});
+  b.rope(q3, in.positions_dev, inv_freq, false);
+
+  // The single shared K=V head.
+  Tensor kv_raw = b.empty({T, hd});
+  b.matmul(x, w.wkv, kv_raw);
+  Tensor kv = b.empty({T, hd});
+  b.rms_norm(kv_raw, w.kv_norm, eps, kv);
+  b.rope(kv.view().reshape({T, 1, hd}), in.positions_dev, inv_freq, false);
+
+  Tensor attn = b.empty({T, H, hd});
+  for (const Segment& seg : in.segments)
+    attend_segment(b, c, weights, layer, x, qr, q3, kv, in, seg, attn);
   // K = V carried RoPE into the output's rope dims: rotate back to the query's frame.
   b.rope(attn, in.positions_dev, inv_freq, true);
 
   // Grouped low-rank output projection.
   const int G = c.o_groups;
-  Tensor grouped = b.empty({S, G, c.o_lora_rank});
-  b.grouped_matmul(attn.view().reshape({S, G, H * hd / G}), w.wo_a, grouped);
-  Tensor out = b.empty({S, D});
-  b.matmul(grouped.view().reshape({S, G * c.o_lora_rank}), w.wo_b, out);
+  Tensor grouped = b.empty({T, G, c.o_lora_rank});
+  b.grouped_matmul(attn.view().reshape({T, G, H * hd / G}), w.wo_a, grouped);
+  Tensor out = b.empty({T, D});
+  b.matmul(grouped.view().reshape({T, G * c.o_lora_rank}), w.wo_b, out);
   return out;
 }
 

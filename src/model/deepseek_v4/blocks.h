@@ -12,27 +12,35 @@
 
 namespace deepinfer::deepseek_v4 {
 
-// Inputs of one forward call, uploaded once and shared by every layer.
+// One sequence's rows in a batched forward: rows [row0, row0 + count) of every [T, ...] tensor.
+struct Segment {
+  int64_t row0 = 0, count = 0;
+  SequenceState* state = nullptr;
+};
+
+// Inputs of one forward call, uploaded once and shared by every layer. Dense work (projections,
+// norms, mHC, MoE) runs over all T rows at once; attention and the compressors run per segment.
 struct StepInputs {
-  int64_t num_tokens = 0;             // S
-  int64_t first_position = 0;         // position of the first new token
-  std::vector<int32_t> positions;     // host copy, [S]
-  Tensor ids;                         // I32 [S] on the device
-  Tensor positions_dev;               // I32 [S] on the device
+  int64_t num_tokens = 0;          // T, all segments together
+  std::vector<Segment> segments;
+  std::vector<int32_t> positions;  // host copy, [T]
+  Tensor ids;                      // I32 [T] on the device
+  Tensor positions_dev;            // I32 [T] on the device
 };
 
 // Uploads host int32 values into a new device tensor of shape [n].
 Tensor upload_i32(Backend& backend, const std::vector<int32_t>& values);
 
 // Attention sub-block (projections, RoPE, ring update, compressors, indexer, attention with
-// sinks, de-rotation, grouped output projection). x [S, D] is the normed collapsed stream.
+// sinks, de-rotation, grouped output projection). x [T, D] is the normed collapsed stream.
 Tensor attention_block(Backend& backend, const ModelConfig& config, const ModelWeights& weights,
-                       int layer, const TensorView& x, const StepInputs& in, LayerState& state);
+                       int layer, const TensorView& x, const StepInputs& in);
 
-// Feeds x [S, D] into a window compressor; closed windows become entries in state.entries.
-// d = entry width; csa = two overlapping series (CSA and the indexer) rather than one (HCA).
+// Feeds one segment's rows x [S, D] (positions first_position ..) into a window compressor;
+// closed windows become entries in state.entries. d = entry width; csa = two overlapping series
+// (CSA and the indexer) rather than one (HCA).
 void compressor_update(Backend& backend, const CompressorWeights& w, int m, int d, bool csa,
-                       float norm_eps, const TensorView& x, const StepInputs& in,
+                       float norm_eps, const TensorView& x, int64_t first_position,
                        const TensorView& inv_freq, CompressorState& state);
 
 // MoE sub-block: router (hash or top-k), routed experts and the shared expert.

@@ -44,11 +44,11 @@ Tensor constant_rows(Backend& b, int64_t rows, int64_t d, float value) {
 }  // namespace
 
 void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
-                       float norm_eps, const TensorView& x, const StepInputs& in,
+                       float norm_eps, const TensorView& x, int64_t first_position,
                        const TensorView& inv_freq, CompressorState& st) {
-  const int64_t S = in.num_tokens;
+  const int64_t S = x.dim(0);
   std::vector<int32_t> slots(S);
-  for (int64_t s = 0; s < S; ++s) slots[s] = static_cast<int32_t>(in.positions[s] % m);
+  for (int64_t s = 0; s < S; ++s) slots[s] = static_cast<int32_t>((first_position + s) % m);
   const Tensor slot_ids = upload_i32(b, slots);
 
   Series a = project(b, x, w.wkv_a, w.wgate_a, w.ape_a, slot_ids, d);

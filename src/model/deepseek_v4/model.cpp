@@ -43,52 +43,75 @@ Tensor hc_site(Backend& b, const ModelConfig& c, const HcWeights& hc, const Tens
 }  // namespace
 
 Tensor Model::forward(std::span<const int32_t> ids, SequenceState& state) {
+  const BatchItem item{ids, &state, true};
+  return forward_batch(std::span<const BatchItem>(&item, 1));
+}
+
+Tensor Model::forward_batch(std::span<const BatchItem> items) {
   Backend& b = backend_;
   const ModelConfig& c = config_;
-  const int64_t S = static_cast<int64_t>(ids.size());
-  DI_CHECK(S > 0, ErrorCode::kInvalidArgument, "forward needs at least one token");
-  for (int64_t i = 0; i < S; ++i)
-    DI_CHECK(ids[i] >= 0 && ids[i] < c.vocab_size, ErrorCode::kInvalidArgument,
-             "token id {} at index {} is outside the vocabulary [0, {})", ids[i], i, c.vocab_size);
-  DI_CHECK(static_cast<int64_t>(state.layers.size()) == c.num_hidden_layers,
-           ErrorCode::kInvalidArgument, "sequence state has {} layers, the model {}",
-           state.layers.size(), c.num_hidden_layers);
-
+  DI_CHECK(!items.empty(), ErrorCode::kInvalidArgument, "forward needs at least one sequence");
   StepInputs in;
-  in.num_tokens = S;
-  in.first_position = state.num_tokens;
-  in.positions.resize(S);
-  for (int64_t s = 0; s < S; ++s) in.positions[s] = static_cast<int32_t>(state.num_tokens + s);
-  in.ids = upload_i32(b, std::vector<int32_t>(ids.begin(), ids.end()));
+  std::vector<int32_t> ids, logit_rows;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& it = items[i];
+    const int64_t S = static_cast<int64_t>(it.ids.size());
+    DI_CHECK(S > 0, ErrorCode::kInvalidArgument, "sequence {} of the batch has no tokens", i);
+    DI_CHECK(it.state && static_cast<int64_t>(it.state->layers.size()) == c.num_hidden_layers,
+             ErrorCode::kInvalidArgument, "sequence {} has no state for this model's {} layers", i,
+             c.num_hidden_layers);
+    for (int64_t s = 0; s < S; ++s)
+      DI_CHECK(it.ids[s] >= 0 && it.ids[s] < c.vocab_size, ErrorCode::kInvalidArgument,
+               "token id {} at index {} of sequence {} is outside the vocabulary [0, {})",
+               it.ids[s], s, i, c.vocab_size);
+    for (size_t j = 0; j < i; ++j)
+      DI_CHECK(items[j].state != it.state, ErrorCode::kInvalidArgument,
+               "sequences {} and {} of the batch share one state", j, i);
+    in.segments.push_back({in.num_tokens, S, it.state});
+    for (int64_t s = 0; s < S; ++s) {
+      ids.push_back(it.ids[s]);
+      in.positions.push_back(static_cast<int32_t>(it.state->num_tokens + s));
+      if (it.all_logits || s == S - 1) logit_rows.push_back(static_cast<int32_t>(in.num_tokens + s));
+    }
+    in.num_tokens += S;
+  }
+  const int64_t T = in.num_tokens;
+  in.ids = upload_i32(b, ids);
   in.positions_dev = upload_i32(b, in.positions);
 
-  // The embedding is copied into hc_mult residual streams: X [S, hc, D].
+  // The embedding is copied into hc_mult residual streams: X [T, hc, D].
   const int n = c.hc_mult, D = c.hidden_size;
-  std::vector<int32_t> repeated(S * n);
-  for (int64_t s = 0; s < S; ++s)
-    for (int h = 0; h < n; ++h) repeated[s * n + h] = ids[s];
-  Tensor X = b.empty({S, n, D});
-  b.embedding(upload_i32(b, repeated), weights_.embed, X.view().reshape({S * n, D}));
+  std::vector<int32_t> repeated(T * n);
+  for (int64_t t = 0; t < T; ++t)
+    for (int h = 0; h < n; ++h) repeated[t * n + h] = ids[t];
+  Tensor X = b.empty({T, n, D});
+  b.embedding(upload_i32(b, repeated), weights_.embed, X.view().reshape({T * n, D}));
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    X = hc_site(b, c, L.hc_attn, L.attn_norm, X, [&](const TensorView& x) {
-      return attention_block(b, c, weights_, l, x, in, state.layers[l]);
-    });
+    X = hc_site(b, c, L.hc_attn, L.attn_norm, X,
+                [&](const TensorView& x) { return attention_block(b, c, weights_, l, x, in); });
     X = hc_site(b, c, L.hc_ffn, L.ffn_norm, X,
                 [&](const TensorView& x) { return moe_block(b, c, L.moe, x, in); });
   }
+  for (const BatchItem& it : items) it.state->num_tokens += static_cast<int64_t>(it.ids.size());
 
-  Tensor h = b.empty({S, D});
+  // Only the rows whose logits were asked for go through the head.
+  const int64_t R = static_cast<int64_t>(logit_rows.size());
+  Tensor h = b.empty({T, D});
   b.hc_head(X, weights_.hc_head_fn, weights_.hc_head_base, weights_.hc_head_scale,
             static_cast<float>(c.hc_eps), static_cast<float>(c.rms_norm_eps), h);
-  Tensor hn = b.empty({S, D});
-  b.rms_norm(h, weights_.norm, static_cast<float>(c.rms_norm_eps), hn);
-  Tensor logits_dev = b.empty({S, c.vocab_size});
+  Tensor picked = h;
+  if (R != T) {
+    picked = b.empty({R, D});
+    b.embedding(upload_i32(b, logit_rows), h, picked);  // a row gather
+  }
+  Tensor hn = b.empty({R, D});
+  b.rms_norm(picked, weights_.norm, static_cast<float>(c.rms_norm_eps), hn);
+  Tensor logits_dev = b.empty({R, c.vocab_size});
   b.matmul(hn, weights_.head, logits_dev);
-  state.num_tokens += S;
   if (b.device() == Device::kCpu) return logits_dev;
-  Tensor logits = Tensor::empty({S, c.vocab_size});
+  Tensor logits = Tensor::empty({R, c.vocab_size});
   b.download(logits_dev, logits.view().data());
   return logits;
 }

@@ -23,9 +23,20 @@ class Model {
   Backend& backend() const { return backend_; }
   SequenceState new_state() const { return SequenceState::create(config_, backend_); }
 
-  // Feeds `ids` (the next tokens of the sequence) through `state` and returns fp32 logits
-  // [ids.size(), vocab] on the host. Ids are validated before the state is touched; if the
-  // forward itself fails the state is unusable and must be dropped.
+  // One sequence's part of a batched forward.
+  struct BatchItem {
+    std::span<const int32_t> ids;  // the next tokens of the sequence
+    SequenceState* state = nullptr;
+    bool all_logits = false;  // logits for every fed token, else only for the last one
+  };
+
+  // Feeds every item's tokens through its state in one batched forward and returns fp32 logits
+  // on the host: the requested rows of each item, in item order ([rows, vocab]). Dense work runs
+  // over all rows at once; attention and compressors per sequence. Ids and states are validated
+  // before any state is touched; if the forward itself fails, the states are unusable and must
+  // be dropped.
+  Tensor forward_batch(std::span<const BatchItem> items);
+  // One sequence, logits for every fed token: [ids.size(), vocab].
   Tensor forward(std::span<const int32_t> ids, SequenceState& state);
 
  private:

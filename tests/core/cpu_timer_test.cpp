@@ -1,0 +1,27 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "core/cpu_timer.h"
+
+using namespace deepinfer;
+
+TEST(CpuTimer, SectionsAccumulateIntoTheReport) {
+  setenv("DEEPINFER_CPU_TIMER", "1", 1);  // read once, at the first enabled() call
+  ASSERT_TRUE(CpuTimers::enabled());
+  CpuTimers::reset();
+  for (int i = 0; i < 3; ++i) {
+    ScopedCpuTimer t("schedule");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  { ScopedCpuTimer t("forward"); }
+  const std::string r = CpuTimers::report();
+  EXPECT_NE(r.find("schedule"), std::string::npos) << r;
+  EXPECT_NE(r.find("forward"), std::string::npos) << r;
+  // "schedule" ran 3 times for >= 6 ms in all.
+  const auto line = r.substr(r.find("schedule"), r.find('\n', r.find("schedule")) - r.find("schedule"));
+  EXPECT_NE(line.find(" 3 "), std::string::npos) << line;
+  CpuTimers::reset();
+  EXPECT_EQ(CpuTimers::report(), "");
+}
