@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/status.h"
 #include "tokenizer/components.h"
@@ -47,9 +48,38 @@ struct BpeModel::MergeTable {
   }
 };
 
+namespace {
+
+// Per-thread cache of encoded words (HF keeps one too): most words of real text repeat, and a hit
+// skips the merge loop. Per thread so encode needs no locks; it belongs to one model at a time.
+struct WordCache {
+  static constexpr size_t kMaxEntries = 1 << 16;
+  static constexpr size_t kMaxWordBytes = 64;
+  uint64_t owner = 0;
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::vector<uint32_t>, Hash, std::equal_to<>> map;
+};
+
+WordCache& word_cache(uint64_t owner) {
+  thread_local WordCache cache;
+  if (cache.owner != owner) {
+    cache.map.clear();
+    cache.owner = owner;
+  }
+  return cache;
+}
+
+std::atomic<uint64_t> next_serial{1};
+
+}  // namespace
+
 BpeModel::~BpeModel() = default;
 
-BpeModel::BpeModel(const json& j, bool byte_level_input) : byte_level_(byte_level_input) {
+BpeModel::BpeModel(const json& j, bool byte_level_input)
+    : serial_(next_serial.fetch_add(1)), byte_level_(byte_level_input) {
   std::string type = j.value("type", "BPE");
   DI_CHECK(type == "BPE", ErrorCode::kUnsupported,
            "tokenizer: unsupported model type '{}' (only BPE is implemented)", type);
@@ -72,8 +102,15 @@ BpeModel::BpeModel(const json& j, bool byte_level_input) : byte_level_(byte_leve
   vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     uint32_t id = it.value().get<uint32_t>();
+    DI_CHECK(id < (1u << 28), ErrorCode::kCorrupt,
+             "tokenizer: model BPE: id {} of '{}' is too large", id, it.key());
     vocab_[it.key()] = id;
+    if (id >= vocab_r_.size()) {
+      vocab_r_.resize(id + 1);
+      has_id_.resize(id + 1);
+    }
     vocab_r_[id] = it.key();
+    has_id_[id] = 1;
     max_id_ = std::max(max_id_, id);
   }
   vocab_size_ = vocab_.size();
@@ -87,7 +124,7 @@ BpeModel::BpeModel(const json& j, bool byte_level_input) : byte_level_(byte_leve
 
   const json& merges = j.at("merges");
   merges_ = std::make_unique<MergeTable>(merges.size());
-  auto lookup = [&](const std::string& tok) {
+  auto lookup = [&](std::string_view tok) {
     auto it = vocab_.find(tok);
     DI_CHECK(it != vocab_.end(), ErrorCode::kCorrupt,
              "tokenizer: model BPE: merge token '{}' is not in the vocab", tok);
@@ -95,23 +132,24 @@ BpeModel::BpeModel(const json& j, bool byte_level_input) : byte_level_(byte_leve
   };
   uint32_t rank = 0;
   for (const json& m : merges) {
-    std::string a, b;
+    std::string_view a, b;
     if (m.is_string()) {
-      const std::string& s = m.get_ref<const std::string&>();
+      std::string_view s = m.get_ref<const std::string&>();
       size_t sp = s.find(' ');
       DI_CHECK(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos,
                ErrorCode::kCorrupt, "tokenizer: model BPE: bad merge '{}'", s);
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else {
-      DI_CHECK(m.is_array() && m.size() == 2, ErrorCode::kCorrupt,
-               "tokenizer: model BPE: merge {} is not a pair", rank);
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
+      DI_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(),
+               ErrorCode::kCorrupt, "tokenizer: model BPE: merge {} is not a pair", rank);
+      a = m[0].get_ref<const std::string&>();
+      b = m[1].get_ref<const std::string&>();
     }
     DI_CHECK(b.compare(0, prefix_.size(), prefix_) == 0 || prefix_.empty(), ErrorCode::kCorrupt,
              "tokenizer: model BPE: merge '{} {}' lacks the continuing_subword_prefix", a, b);
-    std::string merged = a + b.substr(prefix_.size());
+    std::string merged(a);
+    merged.append(b.substr(prefix_.size()));
     merges_->put(lookup(a), lookup(b), rank, lookup(merged));
     ++rank;
   }
@@ -141,14 +179,13 @@ BpeModel::BpeModel(const json& j, bool byte_level_input) : byte_level_(byte_leve
 }
 
 std::optional<uint32_t> BpeModel::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(std::string(token));
+  auto it = vocab_.find(token);
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
 }
 
 const std::string* BpeModel::id_to_token(uint32_t id) const {
-  auto it = vocab_r_.find(id);
-  return it == vocab_r_.end() ? nullptr : &it->second;
+  return id < has_id_.size() && has_id_[id] ? &vocab_r_[id] : nullptr;
 }
 
 // HF's merge_word: one symbol per character (with prefix/suffix), byte_fallback, unk handling.
@@ -268,7 +305,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) co
   if (word.empty()) return;
   if (ignore_merges_) {
     if (byte_level_) {
-      auto it = raw_vocab_.find(std::string(word));
+      auto it = raw_vocab_.find(word);
       if (it != raw_vocab_.end()) {
         out.push_back(it->second);
         return;
@@ -278,10 +315,20 @@ void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) co
       return;
     }
   }
+  WordCache& cache = word_cache(serial_);
+  bool cacheable = word.size() <= WordCache::kMaxWordBytes;
+  if (cacheable) {
+    auto it = cache.map.find(word);
+    if (it != cache.map.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
   thread_local std::vector<uint32_t> ids;
   initial_symbols(word, ids);
   merge(ids);
   out.insert(out.end(), ids.begin(), ids.end());
+  if (cacheable && cache.map.size() < WordCache::kMaxEntries) cache.map.emplace(word, ids);
 }
 
 }  // namespace deepinfer::tokenizer

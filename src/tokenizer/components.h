@@ -84,11 +84,19 @@ class BpeModel {
   void initial_symbols(std::string_view word, std::vector<uint32_t>& ids) const;
   void merge(std::vector<uint32_t>& ids) const;
 
-  std::unordered_map<std::string, uint32_t> vocab_;
-  std::unordered_map<uint32_t, std::string> vocab_r_;
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using StringMap = std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>>;
+
+  StringMap vocab_;
+  std::vector<std::string> vocab_r_;  // by id; ids not in the vocab hold an empty string
+  std::vector<uint8_t> has_id_;
+  uint64_t serial_ = 0;  // identifies this model to the per-thread word caches
   std::unique_ptr<MergeTable> merges_;
   std::array<int64_t, 256> byte_ids_{};  // byte-level: id of each byte's symbol, -1 if none
-  std::unordered_map<std::string, uint32_t> raw_vocab_;  // byte-level + ignore_merges lookups
+  StringMap raw_vocab_;                  // byte-level + ignore_merges lookups
   bool byte_level_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
