@@ -37,8 +37,10 @@ class Fields {
   std::string path(const std::string& key) const { return prefix_ + key; }
 
   [[noreturn]] void type_error(const std::string& key, const char* want, const json& v) const {
-    fail(ErrorCode::kCorrupt, "config '{}': field '{}' must be {}, got {} {}", source_, path(key),
-         want, v.type_name(), v.dump());
+    std::string got = v.is_null() ? "null" : fmt::format("{} {}", v.type_name(), v.dump());
+    if (got.size() > 80) got = got.substr(0, 77) + "...";
+    fail(ErrorCode::kCorrupt, "config '{}': field '{}' must be {}, got {}", source_, path(key),
+         want, got);
   }
   [[noreturn]] void value_error(const std::string& key, const std::string& why) const {
     fail(ErrorCode::kCorrupt, "config '{}': field '{}' {}", source_, path(key), why);
@@ -473,39 +475,6 @@ ModelConfig load_model_config(const std::string& config_json_path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse_model_config(ss.str(), config_json_path);
-}
-
-std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim) {
-  const int dim = static_cast<int>(head_dim * rope.partial_rotary_factor);
-  const int half = dim / 2;
-  // torch: base ** (arange(0, dim, 2).float() / dim), all in fp32.
-  std::vector<float> pos(half), inv(half);
-  for (int i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
-    pos[i] = static_cast<float>(std::pow(rope.theta, static_cast<double>(exponent)));
-  }
-  if (rope.type != "yarn") {
-    for (int i = 0; i < half; ++i) inv[i] = 1.0f / pos[i];
-    return inv;
-  }
-  // _compute_yarn_parameters with truncate=True (V4's top-level rope dict never sets it).
-  const auto correction_dim = [&](double rotations) {
-    return (dim * std::log(rope.original_max_position_embeddings / (rotations * 2 * M_PI))) /
-           (2 * std::log(rope.theta));
-  };
-  const double low = std::max(std::floor(correction_dim(rope.beta_fast)), 0.0);
-  double high = std::min(std::ceil(correction_dim(rope.beta_slow)), static_cast<double>(dim - 1));
-  if (low == high) high += 0.001;  // avoid a zero-width ramp
-  const float factor = static_cast<float>(rope.factor);
-  for (int i = 0; i < half; ++i) {
-    float ramp = (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low);
-    ramp = std::clamp(ramp, 0.0f, 1.0f);
-    const float extrapolation = 1.0f - ramp;
-    const float inv_extrapolation = 1.0f / pos[i];
-    const float inv_interpolation = 1.0f / (factor * pos[i]);
-    inv[i] = inv_interpolation * (1.0f - extrapolation) + inv_extrapolation * extrapolation;
-  }
-  return inv;
 }
 
 const char* attn_type_name(AttnType t) {

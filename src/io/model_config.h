@@ -77,11 +77,6 @@ struct ModelConfig {
 ModelConfig load_model_config(const std::string& config_json_path);
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source_name);
 
-// The rope's inverse frequencies, (head_dim * partial_rotary_factor) / 2 of them, in fp32 as
-// transformers computes them (default rope; YaRN per _compute_yarn_parameters). cos/sin are
-// then scaled by attention_factor for YaRN, 1 otherwise.
-std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim);
-
 // transformers' spellings: "sliding_attention", "compressed_sparse_attention",
 // "heavily_compressed_attention"; "hash_moe", "moe".
 const char* attn_type_name(AttnType t);

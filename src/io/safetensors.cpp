@@ -238,7 +238,18 @@ bool is_plain_relative(const std::string& shard) {
 std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::string& dir) {
   auto ckpt = std::make_unique<SafetensorsCheckpoint>();
   ckpt->dir_ = dir;
+  const auto open_single = [&](const std::string& path) {
+    ckpt->source_ = path;
+    ckpt->files_.push_back(SafetensorsFile::open(path));
+    const SafetensorsFile* f = ckpt->files_.back().get();
+    for (const auto& [name, t] : f->tensors()) ckpt->tensors_.emplace(name, Ref{f, &t});
+    return std::move(ckpt);
+  };
   std::error_code ec;
+  if (fs::is_regular_file(dir, ec) && dir.ends_with(".safetensors")) {
+    ckpt->dir_ = fs::path(dir).parent_path().string();
+    return open_single(dir);
+  }
   DI_CHECK(fs::is_directory(dir, ec), ErrorCode::kNotFound,
            "checkpoint directory '{}' does not exist", dir);
   const std::string index_path = (fs::path(dir) / kIndexFile).string();
@@ -247,11 +258,7 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::st
   if (!fs::exists(index_path, ec)) {
     DI_CHECK(fs::exists(single_path, ec), ErrorCode::kNotFound,
              "checkpoint directory '{}' has neither {} nor {}", dir, kSingleFile, kIndexFile);
-    ckpt->source_ = single_path;
-    ckpt->files_.push_back(SafetensorsFile::open(single_path));
-    const SafetensorsFile* f = ckpt->files_.back().get();
-    for (const auto& [name, t] : f->tensors()) ckpt->tensors_.emplace(name, Ref{f, &t});
-    return ckpt;
+    return open_single(single_path);
   }
 
   ckpt->source_ = index_path;

@@ -71,6 +71,7 @@ class SafetensorsCheckpoint {
   static constexpr const char* kIndexFile = "model.safetensors.index.json";
 
   // Uses the index when present, else model.safetensors; throws kNotFound when neither exists.
+  // A path to one .safetensors file opens just that file.
   static std::unique_ptr<SafetensorsCheckpoint> open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }

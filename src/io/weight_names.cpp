@@ -183,4 +183,72 @@ std::string transformers_saved_name(std::string_view canonical) {
   return "model." + std::string(canonical);
 }
 
+std::vector<WeightSpec> expected_weights(const ModelConfig& c) {
+  const int64_t d = c.hidden_size, hc = c.hc_mult, q = c.q_lora_rank, hd = c.head_dim;
+  const int64_t inter = c.moe_intermediate_size, ihd = c.index_head_dim;
+  const int64_t mix = (2 + hc) * hc;  // mHC: pre (hc) + post (hc) + residual (hc * hc) weights
+  std::vector<WeightSpec> w = {
+      {"embed.weight", {c.vocab_size, d}},
+      {"head.weight", {c.vocab_size, d}},
+      {"norm.weight", {d}},
+      {"hc_head_fn", {hc, hc * d}},
+      {"hc_head_base", {hc}},
+      {"hc_head_scale", {1}},
+  };
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("layers.{}.", l);
+    const auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+      w.push_back({p + name, std::move(shape)});
+    };
+    add("attn_norm.weight", {d});
+    add("ffn_norm.weight", {d});
+    for (const char* hc_name : {"hc_attn_", "hc_ffn_"}) {
+      add(std::string(hc_name) + "fn", {mix, hc * d});
+      add(std::string(hc_name) + "base", {mix});
+      add(std::string(hc_name) + "scale", {3});
+    }
+    add("attn.wq_a.weight", {q, d});
+    add("attn.q_norm.weight", {q});
+    add("attn.wq_b.weight", {c.num_attention_heads * hd, q});
+    add("attn.wkv.weight", {hd, d});
+    add("attn.norm.weight", {hd});
+    add("attn.wo_a.weight",
+        {int64_t{c.o_groups} * c.o_lora_rank, c.num_attention_heads * hd / c.o_groups});
+    add("attn.wo_b.weight", {d, int64_t{c.o_groups} * c.o_lora_rank});
+    add("attn.attn_sink", {c.num_attention_heads});
+    const AttnType t = c.layer_types[l];
+    if (t != AttnType::kSliding) {
+      // CSA compresses two overlapping series (2 * head_dim wide); HCA one.
+      const int64_t width = t == AttnType::kCSA ? 2 * hd : hd;
+      add("attn.compressor.wkv.weight", {width, d});
+      add("attn.compressor.wgate.weight", {width, d});
+      add("attn.compressor.norm.weight", {hd});
+      add("attn.compressor.ape", {c.compress_rate(l), width});
+    }
+    if (t == AttnType::kCSA) {
+      add("attn.indexer.wq_b.weight", {c.index_n_heads * ihd, q});
+      add("attn.indexer.weights_proj.weight", {c.index_n_heads, d});
+      add("attn.indexer.compressor.wkv.weight", {2 * ihd, d});
+      add("attn.indexer.compressor.wgate.weight", {2 * ihd, d});
+      add("attn.indexer.compressor.norm.weight", {ihd});
+      add("attn.indexer.compressor.ape", {c.compress_rate(l), 2 * ihd});
+    }
+    add("ffn.gate.weight", {c.n_routed_experts, d});
+    if (c.mlp_layer_types[l] == MlpType::kHashMoe) {
+      w.push_back({p + "ffn.gate.tid2eid", {c.vocab_size, c.num_experts_per_tok}, true});
+    } else {
+      add("ffn.gate.bias", {c.n_routed_experts});
+    }
+    for (int e = 0; e < c.n_routed_experts; ++e) {
+      w.push_back({expert_weight_name(l, e, 1), {inter, d}});
+      w.push_back({expert_weight_name(l, e, 2), {d, inter}});
+      w.push_back({expert_weight_name(l, e, 3), {inter, d}});
+    }
+    add("ffn.shared_experts.w1.weight", {inter, d});
+    add("ffn.shared_experts.w2.weight", {d, inter});
+    add("ffn.shared_experts.w3.weight", {inter, d});
+  }
+  return w;
+}
+
 }  // namespace deepinfer

@@ -13,8 +13,12 @@
 // (MTP layers, future additions) stay as they are, minus a leading "model.".
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "io/model_config.h"
 
 namespace deepinfer {
 
@@ -48,5 +52,14 @@ std::string transformers_in_memory_name(std::string_view canonical);
 // The name transformers writes when saving (official names, "model." prefix, embed_tokens,
 // hc_head.hc_*); head.weight stays unprefixed.
 std::string transformers_saved_name(std::string_view canonical);
+
+// Every canonical weight a checkpoint for `config` holds (MTP layers aside), with the shape
+// WeightStore::get_f32 returns. Integer tensors (tid2eid: [vocab, top-k]) have is_int set.
+struct WeightSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool is_int = false;
+};
+std::vector<WeightSpec> expected_weights(const ModelConfig& config);
 
 }  // namespace deepinfer

@@ -20,7 +20,10 @@ class SafetensorsFile;
 
 class WeightStore {
  public:
-  // dir holds model.safetensors or model.safetensors.index.json (+ shards).
+  // dir holds model.safetensors or model.safetensors.index.json (+ shards); a path to one
+  // .safetensors file also works. Opening maps the files and validates every header and
+  // weight/scale pair; tensor bytes are read (and dequantised) only by get_*. The const readers
+  // may run on several threads at once.
   static std::unique_ptr<WeightStore> open(const std::string& dir);
   ~WeightStore();
 

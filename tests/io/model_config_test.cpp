@@ -274,27 +274,6 @@ TEST(ModelConfig, LongerSchedulesAreCut) {
   EXPECT_EQ(c.layer_types, std::vector<AttnType>(2, AttnType::kSliding));
 }
 
-TEST(ModelConfig, RopeInvFreq) {
-  RopeConfig plain;
-  plain.theta = 10000.0;
-  plain.partial_rotary_factor = 0.5;
-  const std::vector<float> inv = rope_inv_freq(plain, 32);
-  ASSERT_EQ(inv.size(), 8u);
-  for (int i = 0; i < 8; ++i) EXPECT_NEAR(inv[i], std::pow(10000.0, -2.0 * i / 16), 1e-7) << i;
-
-  // tiny-c's yarn: dim 16, base 160000, original 256 -> correction range [0, 3], so pair 0 is
-  // pure extrapolation, pairs 1-2 blend and pairs 3.. are pure interpolation (1 / (16 * pos)).
-  const ModelConfig c = load_fixture("tiny-c");
-  const std::vector<float> y = rope_inv_freq(c.rope_compress, c.head_dim);
-  ASSERT_EQ(y.size(), 8u);
-  for (int i = 0; i < 8; ++i) {
-    const double pos = std::pow(160000.0, 2.0 * i / 16);
-    const double ramp = std::min(1.0, i / 3.0);
-    const double want = (1 / (16 * pos)) * ramp + (1 / pos) * (1 - ramp);
-    EXPECT_NEAR(y[i], want, 1e-6 * want) << i;
-  }
-}
-
 // ---- errors: each names the file and the field ----
 
 void expect_config_error(const json& j, ErrorCode code, std::initializer_list<std::string> parts) {

@@ -181,6 +181,10 @@ TEST(SafetensorsCheckpoint, SingleFile) {
   ASSERT_NE(ckpt->find("b"), nullptr);
   EXPECT_EQ(ckpt->find("b")->file->path(), (dir / "model.safetensors").string());
   EXPECT_EQ(ckpt->find("c"), nullptr);
+  // The file itself may be named instead of its directory.
+  auto direct = SafetensorsCheckpoint::open((dir / "model.safetensors").string());
+  EXPECT_EQ(direct->tensors().size(), 2u);
+  EXPECT_EQ(direct->dir(), dir.str());
 }
 
 void write_index(const TempDir& dir, const std::string& weight_map) {
