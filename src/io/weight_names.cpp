@@ -68,8 +68,7 @@ bool consume_prefix(std::string_view* s, std::string_view prefix) {
 bool consume_index(std::string_view* s, int64_t* out) {
   size_t i = 0;
   int64_t v = 0;
-  while (i < s->size() && i < 10 && (*s)[i] >= '0' && (*s)[i] <= '9')
-    v = v * 10 + ((*s)[i++] - '0');
+  while (i < s->size() && i < 9 && (*s)[i] >= '0' && (*s)[i] <= '9') v = v * 10 + ((*s)[i++] - '0');
   if (i == 0 || i >= s->size() || (*s)[i] != '.') return false;
   *out = v;
   s->remove_prefix(i + 1);
