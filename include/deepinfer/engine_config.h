@@ -24,7 +24,6 @@ struct EngineConfig {
   int max_num_seqs = 256;               // sequences per decode step
   int64_t max_prefill_tokens = 8192;    // prompt tokens per prefill step (longer prompts chunk)
   int64_t max_model_len = 0;            // 0 = the model's max_position_embeddings
-  int num_threads = 0;                  // CPU backend threads; 0 = DEEPINFER_NUM_THREADS / all
   bool show_progress = true;            // progress bar on long batches
 
   void validate() const;  // throws deepinfer::Error naming the field

@@ -19,6 +19,9 @@ constexpr VarSpec kVars[] = {
     {"DEEPINFER_PREFILL_ANY_ATTEMPT_INTERVAL", VarType::kInt, "100",
      "While sequences decode, attempt a prefill every this many decode steps if ANY "
      "data-parallel rank votes for it (bounds how long a request waits)."},
+    {"DEEPINFER_DEFAULT_MODEL", VarType::kString, "",
+     "Checkpoint directory used when no model is given (deepinfer generate, LLM()); empty "
+     "means the bundled models/deepseek-v4-tiny-en."},
     {"DEEPINFER_CPU_TIMER", VarType::kBool, "0",
      "Time named host sections (schedule, prepare inputs, forward, sample, output processing) "
      "and print a summary table at exit."},

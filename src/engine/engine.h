@@ -1,0 +1,81 @@
+// The engine: requests in, RequestOutputs out, one step at a time. Owns the model, the
+// tokenizer, the scheduler and the state memory; the offline LLM, the CLI and the server drive it.
+//
+//   step():  schedule -> prepare inputs -> batched forward -> sample -> output processing
+//
+// A request's tokens depend only on its prompt, its SamplingParams and its seq_seed: sampling is
+// keyed by (seq_seed, position), every sequence's rows are computed independently of its batch
+// companions, and preemption recomputes exactly what was there.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/object_pool.h"
+#include "deepinfer/engine_config.h"
+#include "deepinfer/request_output.h"
+#include "deepinfer/sampling_params.h"
+#include "engine/prefill_vote.h"
+#include "engine/scheduler.h"
+#include "kv/state_memory.h"
+#include "model/deepseek_v4/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer {
+
+struct EngineRequest {
+  std::string request_id;  // empty: the engine assigns one
+  std::optional<std::string> prompt;
+  std::vector<int32_t> prompt_token_ids;  // used when prompt is unset
+  SamplingParams params;
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineConfig& config);
+  ~Engine();
+
+  // Validates and queues a request; returns its id. Bad input throws deepinfer::Error naming the
+  // problem and leaves the engine and every other request untouched.
+  std::string add_request(EngineRequest request);
+  // Aborts a request (finish_reason "abort"); unknown ids are ignored.
+  void abort_request(const std::string& request_id);
+  // Runs one step; returns a copy of the output of every request that advanced or finished.
+  std::vector<RequestOutput> step();
+  bool has_unfinished_requests() const { return !requests_.empty(); }
+  size_t num_unfinished_requests() const { return requests_.size(); }
+
+  const ModelConfig& model_config() const { return model_->config(); }
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  const StateMemory& state_memory() const { return *memory_; }
+  int64_t max_model_len() const { return max_model_len_; }
+
+ private:
+  struct Request;
+  // Appends a sampled token: logprobs, incremental text, stop checks.
+  void append_token(Request& r, int32_t token, const struct SampleOutcome& outcome);
+  // Ends a request now; its sequence and state are released by the next schedule() call.
+  void finish(Request& r, const char* reason);
+  void recycle(Request* r);
+
+  EngineConfig config_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<deepseek_v4::Model> model_;
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<StateMemory> memory_;
+  SingleRankVote vote_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<int32_t> eos_ids_;
+  int64_t max_model_len_ = 0;
+  uint64_t next_request_ = 0;
+  uint64_t next_seq_id_ = 0;
+  ObjectPool<Sequence> seq_pool_;
+  ObjectPool<Request> request_pool_;
+  std::unordered_map<std::string, Request*> requests_;
+  std::unordered_map<uint64_t, Request*> by_seq_;
+};
+
+}  // namespace deepinfer
