@@ -21,6 +21,7 @@ struct EngineConfig {
   // GPUs. On the CPU, state memory comes from max_state_bytes.
   double gpu_memory_utilization = 0.9;
   int64_t max_state_bytes = 2LL << 30;  // per-sequence model state budget on the CPU
+  int64_t state_page_tokens = 0;        // tokens per page of compressed entries; 0 = automatic
   int max_num_seqs = 256;               // sequences per decode step
   int64_t max_prefill_tokens = 8192;    // prompt tokens per prefill step (longer prompts chunk)
   int64_t max_model_len = 0;            // 0 = the model's max_position_embeddings

@@ -78,7 +78,7 @@ Engine::Engine(const EngineConfig& config) : config_(config) {
       std::find(eos_ids_.begin(), eos_ids_.end(), int32_t(*tokenizer_->eos_id())) == eos_ids_.end())
     eos_ids_.push_back(static_cast<int32_t>(*tokenizer_->eos_id()));
 
-  memory_ = std::make_unique<StateMemory>(StateLayout::for_model(mc, sizeof(float)),
+  memory_ = std::make_unique<StateMemory>(StateLayout::for_model(mc, sizeof(float), config_.state_page_tokens),
                                           config_.max_state_bytes);
   max_model_len_ = config_.max_model_len > 0 ? config_.max_model_len : mc.max_position_embeddings;
   DI_CHECK(max_model_len_ > 0, ErrorCode::kInvalidArgument,
@@ -179,6 +179,7 @@ std::vector<RequestOutput> Engine::step() {
   for (Sequence* seq : plan.freed) recycle(by_seq_.at(seq->id));
   // Preempted ones lose their state; their next prefill rebuilds it from their tokens.
   for (Sequence* seq : plan.preempted) by_seq_.at(seq->id)->state.reset();
+  num_preemptions_ += plan.preempted.size();
   if (plan.kind != StepKind::kPrefill && plan.kind != StepKind::kDecode) return {};
 
   std::vector<deepseek_v4::Model::BatchItem> items;

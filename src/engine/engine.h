@@ -52,6 +52,7 @@ class Engine {
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
   const StateMemory& state_memory() const { return *memory_; }
   int64_t max_model_len() const { return max_model_len_; }
+  uint64_t num_preemptions() const { return num_preemptions_; }
 
  private:
   struct Request;
@@ -72,6 +73,7 @@ class Engine {
   int64_t max_model_len_ = 0;
   uint64_t next_request_ = 0;
   uint64_t next_seq_id_ = 0;
+  uint64_t num_preemptions_ = 0;
   ObjectPool<Sequence> seq_pool_;
   ObjectPool<Request> request_pool_;
   std::unordered_map<std::string, Request*> requests_;

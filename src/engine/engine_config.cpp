@@ -16,6 +16,8 @@ void EngineConfig::validate() const {
            gpu_memory_utilization);
   DI_CHECK(max_state_bytes > 0, ErrorCode::kInvalidArgument, "max_state_bytes={} must be positive",
            max_state_bytes);
+  DI_CHECK(state_page_tokens >= 0, ErrorCode::kInvalidArgument,
+           "state_page_tokens={} must be >= 0", state_page_tokens);
   DI_CHECK(max_num_seqs > 0, ErrorCode::kInvalidArgument, "max_num_seqs={} must be positive",
            max_num_seqs);
   DI_CHECK(max_prefill_tokens > 0, ErrorCode::kInvalidArgument,
