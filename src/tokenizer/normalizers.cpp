@@ -174,7 +174,7 @@ class Strip : public Normalizer {
   bool left_, right_;
 };
 
-// Drops nonspacing marks (HF's is_combining_mark is general category Mn).
+// Drops combining marks (HF's is_combining_mark: general categories Mn, Mc and Me).
 class StripAccents : public Normalizer {
  public:
   void normalize(std::string& s) const override {
@@ -183,7 +183,9 @@ class StripAccents : public Normalizer {
     for (size_t i = 0; i < s.size();) {
       char32_t cp;
       size_t n = utf8_decode(s, i, &cp);
-      if (u_charType(static_cast<UChar32>(cp)) != U_NON_SPACING_MARK) out.append(s, i, n);
+      int t = u_charType(static_cast<UChar32>(cp));
+      if (t != U_NON_SPACING_MARK && t != U_COMBINING_SPACING_MARK && t != U_ENCLOSING_MARK)
+        out.append(s, i, n);
       i += n;
     }
     s.swap(out);

@@ -30,6 +30,9 @@ struct Tokenizer::Impl {
   std::vector<AddedToken> added;
   std::unordered_map<std::string, uint32_t> added_by_content;
   std::unordered_map<uint32_t, size_t> added_by_id;  // -> index in `added`
+  // What a normalized added token decodes to: HF keeps its normalized form (e.g. with a Prepend
+  // normalizer "<tok>" decodes as "▁<tok>").
+  std::unordered_map<uint32_t, std::string> decode_override;
   std::unordered_set<uint32_t> special_ids;
   AddedMatcher raw_matcher, normalized_matcher;
   std::vector<size_t> raw_index, normalized_index;  // matcher token -> index in `added`
@@ -46,6 +49,10 @@ struct Tokenizer::Impl {
     auto it = added_by_id.find(id);
     if (it != added_by_id.end()) return &added[it->second].content;
     return model->id_to_token(id);
+  }
+  const std::string* decode_token(uint32_t id) const {
+    auto it = decode_override.find(id);
+    return it != decode_override.end() ? &it->second : id_to_token(id);
   }
   void encode_text(std::string_view text, std::vector<uint32_t>& out) const;
   void encode_normalized(std::string_view text, std::vector<uint32_t>& out) const;
@@ -178,6 +185,7 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
         if (t.normalized) {
           std::string pat = t.content;
           if (impl->normalizer) impl->normalizer->normalize(pat);
+          if (pat != t.content) impl->decode_override[t.id] = pat;
           norm.push_back(&t);
           norm_pat.push_back(pat);
           impl->normalized_index.push_back(i);
@@ -230,7 +238,7 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   if (impl->pure_byte_level) {
     impl->token_bytes.resize(impl->id_limit);
     for (uint32_t id = 0; id < impl->id_limit; ++id)
-      if (const std::string* t = impl->id_to_token(id))
+      if (const std::string* t = impl->decode_token(id))
         append_byte_level_token(impl->token_bytes[id], *t);
   }
   return Tokenizer(std::move(impl));
@@ -307,7 +315,7 @@ std::string Tokenizer::decode(std::span<const uint32_t> ids, bool skip_special_t
   std::vector<std::string> tokens;
   for (uint32_t id : ids) {
     if (skip_special_tokens && im.special_ids.count(id)) continue;
-    if (const std::string* t = im.id_to_token(id)) tokens.push_back(*t);
+    if (const std::string* t = im.decode_token(id)) tokens.push_back(*t);
   }
   if (!im.decoder) {
     std::string out;

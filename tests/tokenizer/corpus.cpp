@@ -79,7 +79,8 @@ std::vector<std::string> edge_case_docs() {
       "🧑🏽‍🚀 "
       "astronaut "
       "🏳️‍⚧️ 🇦🇶🇦🇶🇦 odd flags 🇺🇳🇪🇺 "
-      "keycaps 0️⃣1️⃣2️⃣ *️⃣ skin 👋🏻👋🏼👋🏽👋🏾👋🏿 ☝🏿 text-vs-emoji ☺︎ "
+      "keycaps 0️⃣1️⃣2️⃣ *️⃣ skin 👋🏻👋🏼👋🏽👋🏾👋🏿 ☝🏿 text-vs-emoji "
+      "☺︎ "
       "☺️ "
       "✌︎ "
       "✌️");
@@ -100,6 +101,12 @@ std::vector<std::string> edge_case_docs() {
               cp(0xE000) + cp(0xF8FF) + cp(0xFFFF0) +
               " overlong-as-text \\xC0\\x80 \\uD800 "
               "%C3%A9 &#x1F600; \\N{SNOWMAN} ﷽ ﷺ ꧁꧂ ༺༻");
+  for (std::string& r : random_unicode_docs()) d.push_back(std::move(r));
+  return d;
+}
+
+std::vector<std::string> random_unicode_docs() {
+  std::vector<std::string> d;
   // Random code points from many assigned blocks (fixed seed: reproducible).
   const std::pair<char32_t, char32_t> ranges[] = {
       {0x20, 0x7E},       {0xA0, 0x24F},      {0x370, 0x3FF},     {0x400, 0x52F},

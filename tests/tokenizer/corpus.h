@@ -19,7 +19,10 @@ struct Corpus {
 // `source_dir` is the repository root. Deterministic for a given machine image.
 Corpus build_corpus(const std::string& source_dir);
 
-// The generated edge cases alone (also part of build_corpus).
+// The generated edge cases alone (also part of build_corpus); they include random_unicode_docs().
 std::vector<std::string> edge_case_docs();
+// Random code points drawn from many blocks, including characters assigned in recent Unicode
+// versions.
+std::vector<std::string> random_unicode_docs();
 
 }  // namespace deepinfer::tokenizer::testing
