@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Quick start, main job: set up, build, and run the bundled tiny DeepSeek-V4 checkpoint on the
-# CPU (logits of a prompt, fed token by token through the model state).
+# Quick start, main job: set up, build, and generate text on the CPU with the bundled DeepSeek-V4
+# model (models/deepseek-v4-tiny-en, 21M parameters trained on the Brown corpus).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-ids=$(/usr/bin/python3 -c "import json; print(','.join(map(str, json.load(open('tests/data/golden/tiny-c/fixture.json'))['input_ids'][:64])))")
-./build/src/api/deepinfer logits --model tests/data/golden/tiny-c --input-ids "$ids" --chunk 1 \
-  --out build/quickstart_logits.npy
+./build/src/api/deepinfer generate --prompt "It was a cold night, and" --max-tokens 48 \
+  --temperature 0.8 --top-p 0.95 --seed 42 "$@"
