@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null 2>&1; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
-cmake --preset release -DDEEPINFER_TEST_PYTHON=/usr/bin/python3 >/dev/null
+cmake --preset release -DDEEPINFER_PYTHON=/usr/bin/python3 >/dev/null
 cmake --build build -j "$(nproc)"
