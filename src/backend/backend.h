@@ -26,6 +26,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
+  // The dtype of large weight matrices on this backend: the `w` of matmul / grouped_matmul, the
+  // experts of moe_experts and the embedding table (fp32 on the CPU, bf16 on CUDA). Vectors and
+  // small parameters (norm weights, biases, sinks, ape, mHC parameters) are always fp32.
+  virtual DType weight_dtype() const { return DType::kF32; }
 
   // ---- memory -------------------------------------------------------------------------------
   virtual Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) = 0;

@@ -77,10 +77,17 @@ HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
 HostBuffer::~HostBuffer() { std::free(data_); }
 
 Tensor Tensor::empty(const int64_t* shape, int ndim, DType dtype) {
-  Tensor t;
   TensorView probe(nullptr, dtype, shape, ndim);
-  t.storage_ = std::make_shared<HostBuffer>(probe.nbytes());
-  t.view_ = TensorView(t.storage_->data(), dtype, shape, ndim);
+  auto buf = std::make_shared<HostBuffer>(probe.nbytes());
+  void* data = buf->data();
+  return from_storage(std::move(buf), data, dtype, shape, ndim, Device::kCpu);
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<void> owner, void* data, DType dtype,
+                            const int64_t* shape, int ndim, Device device) {
+  Tensor t;
+  t.storage_ = std::move(owner);
+  t.view_ = TensorView(data, dtype, shape, ndim, device);
   return t;
 }
 

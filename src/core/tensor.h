@@ -70,10 +70,15 @@ class HostBuffer {
   size_t bytes_ = 0;
 };
 
-// Owning tensor on the host: shared storage + a view over it.
+// Owning tensor: shared storage + a view over it. empty()/zeros() allocate on the host; backends
+// wrap their own device allocations with from_storage().
 class Tensor {
  public:
   Tensor() = default;
+  // Takes shared ownership of `owner` (whose deleter frees the memory) and views `data` with
+  // the given shape on `device`.
+  static Tensor from_storage(std::shared_ptr<void> owner, void* data, DType dtype,
+                            const int64_t* shape, int ndim, Device device);
   static Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32);
   static Tensor empty(const int64_t* shape, int ndim, DType dtype = DType::kF32);
   static Tensor zeros(std::initializer_list<int64_t> shape, DType dtype = DType::kF32);
@@ -94,7 +99,7 @@ class Tensor {
   Tensor reshaped(std::initializer_list<int64_t> shape) const;
 
  private:
-  std::shared_ptr<HostBuffer> storage_;
+  std::shared_ptr<void> storage_;
   TensorView view_;
 };
 

@@ -16,8 +16,28 @@ class Loader {
  public:
   Loader(const WeightStore& store, Backend& backend) : store_(store), backend_(backend) {}
 
+  // Vectors and small parameters: fp32 on every backend.
   Tensor f32(const std::string& name, std::initializer_list<int64_t> shape) {
     return place(store_.get_f32(name, shape));
+  }
+  // Weight matrices: the backend's weight dtype.
+  Tensor matrix(const std::string& name, std::initializer_list<int64_t> shape) {
+    return place_matrix(store_.get_f32(name, shape));
+  }
+  Tensor place_matrix(Tensor host) {
+    if (backend_.weight_dtype() == DType::kF32) return place(std::move(host));
+    DI_CHECK(backend_.weight_dtype() == DType::kBF16, ErrorCode::kUnsupported,
+             "weight dtype {} is not supported", dtype_name(backend_.weight_dtype()));
+    Tensor bf = Tensor::empty(shape_of(host).data(), host.ndim(), DType::kBF16);
+    const float* src = host.data_as<float>();
+    uint16_t* dst = bf.data_as<uint16_t>();
+    for (int64_t i = 0; i < host.numel(); ++i) dst[i] = f32_to_bf16(src[i]);
+    return place(std::move(bf));
+  }
+  static std::vector<int64_t> shape_of(const Tensor& t) {
+    std::vector<int64_t> s(t.ndim());
+    for (int i = 0; i < t.ndim(); ++i) s[i] = t.dim(i);
+    return s;
   }
   Tensor i32(const std::string& name, std::initializer_list<int64_t> shape) {
     return place(store_.get_i32(name, shape));
@@ -66,12 +86,12 @@ CompressorWeights load_compressor(Loader& ld, const std::string& prefix, int D, 
   Tensor wkv = ld.store().get_f32(prefix + ".wkv.weight", {width, D});
   Tensor wgate = ld.store().get_f32(prefix + ".wgate.weight", {width, D});
   Tensor ape = ld.store().get_f32(prefix + ".ape", {m, width});
-  c.wkv_a = ld.place(host_rows(wkv, 0, d));
-  c.wgate_a = ld.place(host_rows(wgate, 0, d));
+  c.wkv_a = ld.place_matrix(host_rows(wkv, 0, d));
+  c.wgate_a = ld.place_matrix(host_rows(wgate, 0, d));
   c.ape_a = ld.place(host_columns(ape, 0, d));
   if (two_series) {
-    c.wkv_b = ld.place(host_rows(wkv, d, d));
-    c.wgate_b = ld.place(host_rows(wgate, d, d));
+    c.wkv_b = ld.place_matrix(host_rows(wkv, d, d));
+    c.wgate_b = ld.place_matrix(host_rows(wgate, d, d));
     c.ape_b = ld.place(host_columns(ape, d, d));
   }
   c.norm = ld.f32(prefix + ".norm.weight", {d});
@@ -88,7 +108,7 @@ Tensor load_stacked(Loader& ld, const std::string& prefix, const char* leaf, int
                                   {rows, cols});
     std::memcpy(out.data_as<float>() + e * per, t.data_as<float>(), per * sizeof(float));
   }
-  return ld.place(out);
+  return ld.place_matrix(out);
 }
 
 }  // namespace
@@ -98,9 +118,9 @@ ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backen
   const int D = c.hidden_size, V = c.vocab_size, H = c.num_attention_heads, hd = c.head_dim;
   const int hc = c.hc_mult, mix = (2 + hc) * hc;
   ModelWeights w;
-  w.embed = ld.f32("embed.weight", {V, D});
+  w.embed = ld.matrix("embed.weight", {V, D});
   w.head = c.tie_word_embeddings && !store.has("head.weight") ? w.embed
-                                                               : ld.f32("head.weight", {V, D});
+                                                               : ld.matrix("head.weight", {V, D});
   w.norm = ld.f32("norm.weight", {D});
   w.hc_head_fn = ld.f32("hc_head_fn", {hc, hc * D});
   w.hc_head_base = ld.f32("hc_head_base", {hc});
@@ -118,13 +138,13 @@ ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backen
 
     AttentionWeights& A = L.attn;
     const std::string a = p + ".attn";
-    A.wq_a = ld.f32(a + ".wq_a.weight", {c.q_lora_rank, D});
+    A.wq_a = ld.matrix(a + ".wq_a.weight", {c.q_lora_rank, D});
     A.q_norm = ld.f32(a + ".q_norm.weight", {c.q_lora_rank});
-    A.wq_b = ld.f32(a + ".wq_b.weight", {H * hd, c.q_lora_rank});
-    A.wkv = ld.f32(a + ".wkv.weight", {hd, D});
+    A.wq_b = ld.matrix(a + ".wq_b.weight", {H * hd, c.q_lora_rank});
+    A.wkv = ld.matrix(a + ".wkv.weight", {hd, D});
     A.kv_norm = ld.f32(a + ".norm.weight", {hd});
-    A.wo_a = ld.f32(a + ".wo_a.weight", {c.o_groups * c.o_lora_rank, H * hd / c.o_groups});
-    A.wo_b = ld.f32(a + ".wo_b.weight", {D, c.o_groups * c.o_lora_rank});
+    A.wo_a = ld.matrix(a + ".wo_a.weight", {c.o_groups * c.o_lora_rank, H * hd / c.o_groups});
+    A.wo_b = ld.matrix(a + ".wo_b.weight", {D, c.o_groups * c.o_lora_rank});
     A.sinks = ld.f32(a + ".attn_sink", {H});
     const AttnType type = c.layer_types[l];
     if (type != AttnType::kSliding) {
@@ -136,15 +156,15 @@ ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backen
         A.has_indexer = true;
         const int nh = c.index_n_heads, di = c.index_head_dim;
         A.indexer.compressor = load_compressor(ld, a + ".indexer.compressor", D, di, m, true);
-        A.indexer.wq_b = ld.f32(a + ".indexer.wq_b.weight", {nh * di, c.q_lora_rank});
-        A.indexer.weights_proj = ld.f32(a + ".indexer.weights_proj.weight", {nh, D});
+        A.indexer.wq_b = ld.matrix(a + ".indexer.wq_b.weight", {nh * di, c.q_lora_rank});
+        A.indexer.weights_proj = ld.matrix(a + ".indexer.weights_proj.weight", {nh, D});
       }
     }
 
     MoeWeights& M = L.moe;
     const std::string f = p + ".ffn";
     const int E = c.n_routed_experts, I = c.moe_intermediate_size, k = c.num_experts_per_tok;
-    M.gate = ld.f32(f + ".gate.weight", {E, D});
+    M.gate = ld.matrix(f + ".gate.weight", {E, D});
     if (c.mlp_layer_types[l] == MlpType::kHashMoe) {
       M.tid2eid = ld.i32(f + ".gate.tid2eid", {V, k});
     } else if (store.has(f + ".gate.bias")) {
@@ -153,9 +173,9 @@ ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backen
     M.w1 = load_stacked(ld, f, "w1", E, I, D);
     M.w3 = load_stacked(ld, f, "w3", E, I, D);
     M.w2 = load_stacked(ld, f, "w2", E, D, I);
-    M.shared_w1 = ld.f32(f + ".shared_experts.w1.weight", {I, D});
-    M.shared_w3 = ld.f32(f + ".shared_experts.w3.weight", {I, D});
-    M.shared_w2 = ld.f32(f + ".shared_experts.w2.weight", {D, I});
+    M.shared_w1 = ld.matrix(f + ".shared_experts.w1.weight", {I, D});
+    M.shared_w3 = ld.matrix(f + ".shared_experts.w3.weight", {I, D});
+    M.shared_w2 = ld.matrix(f + ".shared_experts.w2.weight", {D, I});
     w.layers.push_back(std::move(L));
   }
 
