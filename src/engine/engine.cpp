@@ -282,8 +282,13 @@ void Engine::append_token(Request& r, int32_t token, const SampleOutcome& outcom
       return;
     }
   }
-  if (auto f = sampling::check_token_stop(r.params, eos_ids_, token, n_out, seq.num_tokens(),
-                                          max_model_len_)) {
+  auto f = sampling::check_token_stop(r.params, eos_ids_, token, n_out, seq.num_tokens(),
+                                     max_model_len_);
+  // A PROMPT engine only prefills: its requests end with their first token (the point where a
+  // COMPLETION engine would take the state over).
+  if (!f && config_.engine_type == EngineType::kPrompt)
+    f = sampling::Finish{sampling::FinishReason::kLength, {}};
+  if (f) {
     if (r.detok) {
       r.stops->append(r.detok->finish(), n_out);
       r.stops->flush();

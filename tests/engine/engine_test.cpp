@@ -217,3 +217,18 @@ TEST(Engine, AbortFinishesOnlyThatRequest) {
   EXPECT_EQ(final["b"].outputs[0].token_ids.size(), 20u);
   EXPECT_EQ(final["b"].outputs[0].finish_reason, "length");
 }
+
+TEST(Engine, PromptEnginesEndRequestsAfterTheirFirstToken) {
+  EngineConfig cfg = small_config(64, 1 << 28, 0);
+  cfg.engine_type = EngineType::kPrompt;
+  Engine engine(cfg);
+  EngineRequest r;
+  r.prompt_token_ids = {5, 6, 7};
+  r.params = greedy(10);
+  const std::string id = engine.add_request(r);
+  auto out = run_all(engine);
+  ASSERT_EQ(out[id].size(), 1u);
+  EXPECT_EQ(out[id], greedy_alone({5, 6, 7}, 1));
+  cfg.engine_type = EngineType::kCompletion;
+  EXPECT_THROW(Engine{cfg}, Error);
+}
