@@ -1,0 +1,334 @@
+// CudaBackend construction, the device context (stream, cuBLAS, error word, caching allocator),
+// the memory ops and the argument checks shared by every op.
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/kernels.h"
+
+namespace deepinfer {
+
+namespace cuda {
+
+void check(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+  const ErrorCode code =
+      err == cudaErrorMemoryAllocation ? ErrorCode::kOutOfMemory : ErrorCode::kInternal;
+  fail(code, "{}: CUDA error {} ({})", what, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+void check(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  fail(status == CUBLAS_STATUS_ALLOC_FAILED ? ErrorCode::kOutOfMemory : ErrorCode::kInternal,
+       "{}: cuBLAS error {} ({})", what, cublasGetStatusName(status),
+       cublasGetStatusString(status));
+}
+
+// ---- device context ----------------------------------------------------------------------------
+
+DeviceContext::DeviceContext(int device) : device_(device) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    fail(ErrorCode::kUnsupported, "CUDA backend: no usable CUDA driver/device ({})",
+         cudaGetErrorString(e));
+  }
+  DI_CHECK(device >= 0 && device < n, ErrorCode::kInvalidArgument,
+           "CUDA backend: device {} does not exist ({} device(s) found)", device, n);
+  check(cudaSetDevice(device), "CUDA backend: cudaSetDevice");
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "CUDA backend: stream");
+  check(cublasCreate(&cublas_), "CUDA backend: cublasCreate");
+  check(cublasSetStream(cublas_, stream_), "CUDA backend: cublasSetStream");
+  // fp32 GEMMs stay true fp32 (no TF32): the f32-weight path is the accuracy reference.
+  check(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "CUDA backend: cublasSetMathMode");
+  check(cudaMalloc(&err_, sizeof(int32_t)), "CUDA backend: error word");
+  check(cudaMemsetAsync(err_, 0, sizeof(int32_t), stream_), "CUDA backend: error word");
+  check(cudaStreamSynchronize(stream_), "CUDA backend: init");
+}
+
+DeviceContext::~DeviceContext() {
+  // Errors are ignored here: at process exit the runtime may already be unloading.
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  release_cached();
+  if (err_) cudaFree(err_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) cudaStreamDestroy(stream_);
+  cudaGetLastError();
+}
+
+size_t DeviceContext::size_class(size_t bytes) {
+  // 256-byte granules up to 4 KiB, then 4 classes per power of two (at most 25% slack), so
+  // that recurring shapes hit the cache exactly.
+  if (bytes <= 4096) return std::max<size_t>(256, (bytes + 255) / 256 * 256);
+  size_t p = 1;
+  while (p * 2 <= bytes) p *= 2;
+  const size_t step = p / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+std::shared_ptr<void> DeviceContext::allocate(const std::shared_ptr<DeviceContext>& self,
+                                              size_t bytes) {
+  const size_t size = size_class(bytes);
+  void* ptr = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    auto it = self->free_.find(size);
+    if (it != self->free_.end() && !it->second.empty()) {
+      ptr = it->second.back();
+      it->second.pop_back();
+      self->cached_ -= size;
+    }
+  }
+  if (!ptr) {
+    cudaError_t e = cudaMalloc(&ptr, size);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      self->release_cached();
+      e = cudaMalloc(&ptr, size);
+    }
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      fail(e == cudaErrorMemoryAllocation ? ErrorCode::kOutOfMemory : ErrorCode::kInternal,
+           "CUDA backend: allocating {} bytes failed: {} ({} of {} bytes free)", bytes,
+           cudaGetErrorString(e), free_b, total_b);
+    }
+  }
+  return std::shared_ptr<void>(ptr, [self, size](void* p) { self->give_back(p, size); });
+}
+
+void DeviceContext::give_back(void* ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[bytes].push_back(ptr);
+  cached_ += bytes;
+}
+
+void DeviceContext::release_cached() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cached_ == 0) return;
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (auto& [size, blocks] : free_)
+    for (void* p : blocks) cudaFree(p);
+  free_.clear();
+  cached_ = 0;
+}
+
+size_t DeviceContext::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_;
+}
+
+// ---- argument checks ---------------------------------------------------------------------------
+
+namespace {
+
+std::string expected_str(std::string_view dtypes, std::initializer_list<int64_t> shape) {
+  std::string s = fmt::format("{} [", dtypes);
+  int i = 0;
+  for (int64_t d : shape)
+    s += (i++ ? ", " : "") + (d == kAny ? std::string("*") : fmt::format("{}", d));
+  return s + "]";
+}
+
+void expect_impl(const char* op, const char* name, const TensorView& t, DType a, DType b,
+                 std::initializer_list<int64_t> shape) {
+  const std::string want =
+      a == b ? expected_str(dtype_name(a), shape)
+             : expected_str(fmt::format("{}|{}", dtype_name(a), dtype_name(b)), shape);
+  DI_CHECK(t.data() != nullptr || (t.ndim() > 0 && t.numel() == 0), ErrorCode::kInvalidArgument,
+           "{}: {} is missing (expected {})", op, name, want);
+  DI_CHECK(t.device() == Device::kCuda, ErrorCode::kInvalidArgument,
+           "{}: {} {} is not a device tensor (the CUDA backend needs device memory)", op, name,
+           t.shape_str());
+  bool ok = (t.dtype() == a || t.dtype() == b) && t.ndim() == static_cast<int>(shape.size());
+  int i = 0;
+  for (int64_t d : shape) {
+    if (!ok) break;
+    ok = d == kAny || t.dim(i) == d;
+    ++i;
+  }
+  DI_CHECK(ok, ErrorCode::kInvalidArgument, "{}: {} is {} {}, expected {}", op, name,
+           dtype_name(t.dtype()), t.shape_str(), want);
+  DI_CHECK(t.is_contiguous(), ErrorCode::kInvalidArgument, "{}: {} {} must be contiguous", op, name,
+           t.shape_str());
+}
+
+}  // namespace
+
+void expect(const char* op, const char* name, const TensorView& t, DType dtype,
+            std::initializer_list<int64_t> shape) {
+  expect_impl(op, name, t, dtype, dtype, shape);
+}
+
+void expect2(const char* op, const char* name, const TensorView& t, DType a, DType b,
+             std::initializer_list<int64_t> shape) {
+  expect_impl(op, name, t, a, b, shape);
+}
+
+void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
+                 const TensorView& ref) {
+  DI_CHECK(t.data() != nullptr || (t.ndim() > 0 && t.numel() == 0), ErrorCode::kInvalidArgument,
+           "{}: {} is missing (expected the shape of {} {})", op, name, ref_name, ref.shape_str());
+  bool ok = t.dtype() == ref.dtype() && t.ndim() == ref.ndim();
+  for (int i = 0; ok && i < t.ndim(); ++i) ok = t.dim(i) == ref.dim(i);
+  DI_CHECK(ok, ErrorCode::kInvalidArgument, "{}: {} is {} {}, expected {} {} like {}", op, name,
+           dtype_name(t.dtype()), t.shape_str(), dtype_name(ref.dtype()), ref.shape_str(),
+           ref_name);
+  DI_CHECK(t.device() == Device::kCuda && t.is_contiguous(), ErrorCode::kInvalidArgument,
+           "{}: {} {} must be a contiguous device tensor", op, name, t.shape_str());
+}
+
+void expect_no_alias(const char* op, const char* a_name, const TensorView& a, const char* b_name,
+                     const TensorView& b) {
+  const auto* a0 = static_cast<const char*>(a.data());
+  const auto* b0 = static_cast<const char*>(b.data());
+  if (a0 == nullptr || b0 == nullptr || a.nbytes() == 0 || b.nbytes() == 0) return;
+  const bool disjoint = a0 + a.nbytes() <= b0 || b0 + b.nbytes() <= a0;
+  DI_CHECK(disjoint, ErrorCode::kInvalidArgument, "{}: {} {} must not overlap {} {}", op, a_name,
+           a.shape_str(), b_name, b.shape_str());
+}
+
+// ---- backend: lifecycle, errors, memory --------------------------------------------------------
+
+CudaBackend::CudaBackend(int device) : ctx_(std::make_shared<DeviceContext>(device)) {
+  const char* env = std::getenv("DEEPINFER_CUDA_SYNC");
+  sync_each_ = env && *env && std::strcmp(env, "0") != 0;
+}
+
+CudaBackend::~CudaBackend() = default;
+
+void CudaBackend::begin_op() const {
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess || cur != ctx_->device())
+    check(cudaSetDevice(ctx_->device()), "CUDA backend: cudaSetDevice");
+}
+
+void CudaBackend::end_op(const char* op) {
+  if (!sync_each_) return;
+  check(cudaStreamSynchronize(ctx_->stream()), op);
+  check_error_word();
+}
+
+namespace {
+
+const char* error_word_message(int32_t code) {
+  switch (code) {
+    case kErrEmbeddingId:
+      return "embedding: an id is outside the table";
+    case kErrAttentionIdx:
+      return "attention: a comp_idx entry is outside comp_kv";
+    case kErrAttentionVis:
+      return "attention: a comp_visible value is outside [0, E]";
+    case kErrIndexerVisible:
+      return "indexer_scores: a visible value is outside [0, E]";
+    case kErrRouteId:
+      return "route: an id is outside tid2eid";
+    case kErrRouteExpert:
+      return "route: a tid2eid entry is not one of the experts";
+    default:
+      return "a kernel reported an unknown error";
+  }
+}
+
+}  // namespace
+
+void CudaBackend::check_error_word() {
+  int32_t code = 0;
+  check(cudaMemcpyAsync(&code, ctx_->error_word(), sizeof code, cudaMemcpyDeviceToHost,
+                        ctx_->stream()),
+        "CUDA backend: reading the error word");
+  check(cudaStreamSynchronize(ctx_->stream()), "CUDA backend: synchronize");
+  if (code == kErrNone) return;
+  check(cudaMemsetAsync(ctx_->error_word(), 0, sizeof code, ctx_->stream()),
+        "CUDA backend: clearing the error word");
+  fail(ErrorCode::kInvalidArgument, "{} (found on the device; reported at the next sync)",
+       error_word_message(code));
+}
+
+void CudaBackend::synchronize() {
+  begin_op();
+  check(cudaStreamSynchronize(ctx_->stream()), "CUDA backend: synchronize");
+  check_error_word();
+}
+
+std::shared_ptr<void> CudaBackend::scratch(size_t bytes) {
+  return DeviceContext::allocate(ctx_, bytes);
+}
+
+Tensor CudaBackend::empty(std::initializer_list<int64_t> shape, DType dtype) {
+  OpScope s(*this, "empty");
+  const TensorView probe(nullptr, dtype, shape, Device::kCuda);
+  std::shared_ptr<void> block = scratch(probe.nbytes());
+  void* data = block.get();
+  return Tensor::from_storage(std::move(block), data, dtype, shape.begin(),
+                              static_cast<int>(shape.size()), Device::kCuda);
+}
+
+void CudaBackend::upload(const void* host, const TensorView& dst) {
+  OpScope s(*this, "upload");
+  DI_CHECK(dst.device() == Device::kCuda && dst.is_contiguous(), ErrorCode::kInvalidArgument,
+           "upload: dst {} must be a contiguous device tensor", dst.shape_str());
+  if (dst.nbytes() == 0) return;
+  DI_CHECK(host != nullptr && dst.data() != nullptr, ErrorCode::kInvalidArgument,
+           "upload: null pointer for {} bytes", dst.nbytes());
+  check(cudaMemcpyAsync(dst.data(), host, dst.nbytes(), cudaMemcpyHostToDevice, ctx_->stream()),
+        "upload");
+  check(cudaStreamSynchronize(ctx_->stream()), "upload");
+}
+
+void CudaBackend::download(const TensorView& src, void* host) {
+  OpScope s(*this, "download");
+  DI_CHECK(src.device() == Device::kCuda && src.is_contiguous(), ErrorCode::kInvalidArgument,
+           "download: src {} must be a contiguous device tensor", src.shape_str());
+  if (src.nbytes() > 0) {
+    DI_CHECK(host != nullptr && src.data() != nullptr, ErrorCode::kInvalidArgument,
+             "download: null pointer for {} bytes", src.nbytes());
+    check(cudaMemcpyAsync(host, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream()),
+          "download");
+  }
+  check_error_word();  // synchronises
+}
+
+void CudaBackend::copy(const TensorView& src, const TensorView& dst) {
+  OpScope s(*this, "copy");
+  DI_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(), ErrorCode::kInvalidArgument,
+           "copy: src {} {} and dst {} {} differ in dtype or element count",
+           dtype_name(src.dtype()), src.shape_str(), dtype_name(dst.dtype()), dst.shape_str());
+  DI_CHECK(src.device() == Device::kCuda && dst.device() == Device::kCuda && src.is_contiguous() &&
+               dst.is_contiguous(),
+           ErrorCode::kInvalidArgument, "copy: src {} and dst {} must be contiguous device tensors",
+           src.shape_str(), dst.shape_str());
+  const size_t n = src.nbytes();
+  if (n == 0 || src.data() == dst.data()) return;
+  const auto* s0 = static_cast<const char*>(src.data());
+  const auto* d0 = static_cast<const char*>(dst.data());
+  if (s0 < d0 + n && d0 < s0 + n) {
+    // Overlapping ranges (memmove semantics): go through a scratch block.
+    std::shared_ptr<void> tmp = scratch(n);
+    check(cudaMemcpyAsync(tmp.get(), src.data(), n, cudaMemcpyDeviceToDevice, ctx_->stream()),
+          "copy");
+    check(cudaMemcpyAsync(dst.data(), tmp.get(), n, cudaMemcpyDeviceToDevice, ctx_->stream()),
+          "copy");
+    return;
+  }
+  check(cudaMemcpyAsync(dst.data(), src.data(), n, cudaMemcpyDeviceToDevice, ctx_->stream()),
+        "copy");
+}
+
+}  // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return std::make_unique<cuda::CudaBackend>(device);
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,164 @@
+// CudaBackend: the Backend subclass (C++20, host code only; kernels are reached through the
+// C++17 launchers of kernels.h) and the device context its tensors keep alive.
+//
+// Ordering model: all device work of a backend runs on its one stream, in call order. Freed
+// blocks go back to a cache and are handed out again to later calls, which is safe because every
+// later use is queued behind every earlier one on the same stream. Uploads and downloads are
+// synchronous. The backend is meant to be driven by one thread at a time (like the CPU backend).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/tensor.h"
+
+namespace deepinfer::cuda {
+
+// Throws deepinfer::Error (kInternal, or kOutOfMemory for allocation failures) naming `what`.
+void check(cudaError_t err, const char* what);
+void check(cublasStatus_t status, const char* what);
+
+// Device, stream, cuBLAS handle, the device error word and a caching allocator, shared by the
+// backend and by the owner of every tensor it allocated (so it outlives both).
+class DeviceContext {
+ public:
+  explicit DeviceContext(int device);
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  int32_t* error_word() const { return err_; }
+
+  // A block of at least `bytes` (never null, 256-byte aligned); returned to the cache when the
+  // last copy of the owner goes.
+  static std::shared_ptr<void> allocate(const std::shared_ptr<DeviceContext>& self, size_t bytes);
+  // Frees every cached block (after the stream has drained).
+  void release_cached();
+  size_t cached_bytes() const;
+
+ private:
+  void give_back(void* ptr, size_t bytes);
+  static size_t size_class(size_t bytes);
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  int32_t* err_ = nullptr;
+  mutable std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;  // size class -> blocks
+  size_t cached_ = 0;
+};
+
+// Argument checks shared by the ops; messages name the op and the tensor.
+inline constexpr int64_t kAny = -1;
+void expect(const char* op, const char* name, const TensorView& t, DType dtype,
+            std::initializer_list<int64_t> shape);
+// Like expect() with one of two dtypes (weights: bf16 or f32).
+void expect2(const char* op, const char* name, const TensorView& t, DType a, DType b,
+             std::initializer_list<int64_t> shape);
+void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
+                 const TensorView& ref);
+void expect_no_alias(const char* op, const char* a_name, const TensorView& a, const char* b_name,
+                     const TensorView& b);
+inline bool given(const TensorView& t) {
+  return !t.empty();
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+
+  Device device() const override { return Device::kCuda; }
+  DType weight_dtype() const override { return DType::kBF16; }
+
+  Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) override;
+  void upload(const void* host, const TensorView& dst) override;
+  void download(const TensorView& src, void* host) override;
+  void copy(const TensorView& src, const TensorView& dst) override;
+
+  void matmul(const TensorView& x, const TensorView& w, const TensorView& out,
+              bool accumulate = false) override;
+  void grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) override;
+  void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) override;
+  void add(const TensorView& a, const TensorView& b, const TensorView& out) override;
+
+  void rms_norm(const TensorView& x, const TensorView& weight, float eps,
+                const TensorView& out) override;
+  void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+            bool inverse) override;
+
+  void hc_pre(const TensorView& X, const TensorView& fn, const TensorView& base,
+              const TensorView& scale, int sinkhorn_iters, float hc_eps, float norm_eps,
+              const TensorView& collapsed, const TensorView& post, const TensorView& comb) override;
+  void hc_post(const TensorView& X, const TensorView& y, const TensorView& post,
+               const TensorView& comb, const TensorView& out) override;
+  void hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,
+               const TensorView& scale, float hc_eps, float norm_eps,
+               const TensorView& out) override;
+
+  void window_pool(const TensorView& kv, const TensorView& gate, const TensorView& out) override;
+  void attention(const TensorView& q, const TensorView& win_kv, int64_t window,
+                 const TensorView& comp_kv, const TensorView& comp_idx,
+                 const TensorView& comp_visible, const TensorView& sinks, float scale,
+                 const TensorView& out) override;
+  void indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w, float scale,
+                      const TensorView& visible, const TensorView& scores) override;
+  void topk(const TensorView& scores, int k, const TensorView& idx) override;
+
+  void route(const TensorView& logits, ScoringFunc func, const TensorView& bias,
+             const TensorView& tid2eid, const TensorView& ids, float routed_scale,
+             const TensorView& weights, const TensorView& idx) override;
+  void swiglu(const TensorView& gate, const TensorView& up, float limit,
+              const TensorView& out) override;
+  void moe_experts(const TensorView& x, const TensorView& idx, const TensorView& weights,
+                   const ExpertWeights& experts, float limit, const TensorView& out) override;
+
+  // Waits for all queued work and reports any error a kernel recorded since the last check
+  // (out-of-range ids and the like; they are found on the device, so they surface here, at the
+  // next download, or after every op with DEEPINFER_CUDA_SYNC=1).
+  void synchronize();
+  DeviceContext& context() const { return *ctx_; }
+
+ private:
+  friend struct OpScope;
+  // Raw scratch memory from the cache, released (stream-ordered) when the owner goes.
+  std::shared_ptr<void> scratch(size_t bytes);
+  // Selects the device; with sync_each_, drains the stream and checks errors after the op.
+  void begin_op() const;
+  void end_op(const char* op);
+  // fp32 [rows, cols] -> bf16 scratch of the same layout.
+  std::shared_ptr<void> to_bf16(const char* op, const float* x, int64_t n);
+  // out[b][M, N] (ldo) = x[b][M, K] (ldx) @ w[b][N, K]^T (ldw) + beta * out, b < batch, with
+  // element strides sx / sw / so between batches. x and w share `dtype` (bf16 or f32).
+  void gemm(const char* op, DType dtype, const void* x, int64_t ldx, int64_t sx, const void* w,
+            int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so, int64_t M, int64_t N,
+            int64_t K, int64_t batch, float beta);
+  void check_error_word();
+
+  std::shared_ptr<DeviceContext> ctx_;
+  bool sync_each_ = false;
+};
+
+// Marks one op: selects the device on entry and runs end_op() on normal exit.
+struct OpScope {
+  OpScope(CudaBackend& b, const char* op) : b(b), op(op) { b.begin_op(); }
+  ~OpScope() noexcept(false) {
+    if (std::uncaught_exceptions() == 0) b.end_op(op);
+  }
+  CudaBackend& b;
+  const char* op;
+};
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,102 @@
+// moe_experts: the (token, slot) pairs are sorted by expert on the host (idx is downloaded: this
+// op synchronises), gathered as bf16 rows, pushed through per-expert cuBLAS GEMMs and combined
+// per token in slot order, so the result does not depend on scheduling.
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/kernels.h"
+
+namespace deepinfer::cuda {
+
+void CudaBackend::moe_experts(const TensorView& x, const TensorView& idx, const TensorView& weights,
+                              const ExpertWeights& experts, float limit, const TensorView& out) {
+  const char* op = "moe_experts";
+  OpScope s(*this, op);
+  expect(op, "x", x, DType::kF32, {kAny, kAny});
+  const int64_t M = x.dim(0), D = x.dim(1);
+  expect(op, "idx", idx, DType::kI32, {M, kAny});
+  const int64_t k = idx.dim(1);
+  expect(op, "weights", weights, DType::kF32, {M, k});
+  expect(op, "experts.w1", experts.w1, DType::kBF16, {kAny, kAny, D});
+  const int64_t E = experts.w1.dim(0), I = experts.w1.dim(1);
+  expect(op, "experts.w3", experts.w3, DType::kBF16, {E, I, D});
+  expect(op, "experts.w2", experts.w2, DType::kBF16, {E, D, I});
+  expect(op, "out", out, DType::kF32, {M, D});
+  expect_no_alias(op, "out", out, "x", x);
+
+  std::vector<int32_t> ip(static_cast<size_t>(M * k));
+  if (!ip.empty()) {
+    check(cudaMemcpyAsync(ip.data(), idx.data(), ip.size() * sizeof(int32_t),
+                          cudaMemcpyDeviceToHost, ctx_->stream()),
+          op);
+    check(cudaStreamSynchronize(ctx_->stream()), op);
+  }
+  for (int64_t i = 0; i < M * k; ++i)
+    DI_CHECK(ip[i] >= 0 && ip[i] < E, ErrorCode::kInvalidArgument,
+             "moe_experts: idx[{}, {}] = {} is not one of the {} experts", i / k, i % k, ip[i], E);
+  if (M == 0 || k == 0 || D == 0) return;
+
+  const auto* w1 = static_cast<const uint16_t*>(experts.w1.data());
+  const auto* w3 = static_cast<const uint16_t*>(experts.w3.data());
+  const auto* w2 = static_cast<const uint16_t*>(experts.w2.data());
+  // Tokens go in chunks so that the per-pair buffers stay near 512 MiB.
+  const int64_t per_pair = D * 2 + 2 * I * 4 + I * 2 + D * 4;
+  const int64_t chunk = std::clamp<int64_t>((int64_t{512} << 20) / (k * per_pair), 1, M);
+  std::vector<int64_t> count(E + 1);
+  std::vector<int32_t> plan;  // [row_token (R) | where (R)]
+  for (int64_t c0 = 0; c0 < M; c0 += chunk) {
+    const int64_t mc = std::min(chunk, M - c0), R = mc * k;
+    DI_CHECK(R <= INT_MAX, ErrorCode::kUnsupported, "moe_experts: {} pairs exceed the grid", R);
+    // Counting sort of the (token, slot) pairs by expert, (token, slot) order within an expert.
+    std::fill(count.begin(), count.end(), 0);
+    for (int64_t i = 0; i < R; ++i) ++count[ip[c0 * k + i] + 1];
+    for (int64_t e = 0; e < E; ++e) count[e + 1] += count[e];
+    std::vector<int64_t> cursor(count.begin(), count.end() - 1);
+    plan.assign(static_cast<size_t>(2 * R), 0);
+    for (int64_t i = 0; i < R; ++i) {
+      const int64_t r = cursor[ip[c0 * k + i]]++;
+      plan[R + i] = static_cast<int32_t>(r);       // where
+      plan[r] = static_cast<int32_t>(c0 + i / k);  // row_token
+    }
+    std::shared_ptr<void> plan_dev = scratch(plan.size() * sizeof(int32_t));
+    check(cudaMemcpyAsync(plan_dev.get(), plan.data(), plan.size() * sizeof(int32_t),
+                          cudaMemcpyHostToDevice, ctx_->stream()),
+          op);
+    check(cudaStreamSynchronize(ctx_->stream()), op);  // `plan` is reused by the next chunk
+    const auto* row_token = static_cast<const int32_t*>(plan_dev.get());
+    const int32_t* where = row_token + R;
+
+    std::shared_ptr<void> xg = scratch(static_cast<size_t>(R * D) * 2);
+    std::shared_ptr<void> h = scratch(static_cast<size_t>(R * 2 * I) * 4);
+    std::shared_ptr<void> act = scratch(static_cast<size_t>(R * I) * 2);
+    std::shared_ptr<void> y = scratch(static_cast<size_t>(R * D) * 4);
+    auto* xgp = static_cast<uint16_t*>(xg.get());
+    auto* hp = static_cast<float*>(h.get());
+    auto* actp = static_cast<uint16_t*>(act.get());
+    auto* yp = static_cast<float*>(y.get());
+    check(launch_gather_rows_bf16(x.data_as<float>(), row_token, R, D, xgp, ctx_->stream()), op);
+    // Gate and up land side by side in h [R, 2I]; swiglu then writes bf16 activations.
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t r0 = count[e], n = count[e + 1] - r0;
+      if (n == 0) continue;
+      gemm(op, DType::kBF16, xgp + r0 * D, D, 0, w1 + e * I * D, D, 0, hp + r0 * 2 * I, 2 * I, 0, n,
+           I, D, 1, 0.f);
+      gemm(op, DType::kBF16, xgp + r0 * D, D, 0, w3 + e * I * D, D, 0, hp + r0 * 2 * I + I, 2 * I,
+           0, n, I, D, 1, 0.f);
+    }
+    check(launch_swiglu_pairs(hp, R, I, limit, actp, ctx_->stream()), op);
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t r0 = count[e], n = count[e + 1] - r0;
+      if (n == 0) continue;
+      gemm(op, DType::kBF16, actp + r0 * I, I, 0, w2 + e * D * I, I, 0, yp + r0 * D, D, 0, n, D, I,
+           1, 0.f);
+    }
+    check(launch_moe_combine(yp, where, weights.data_as<float>() + c0 * k, mc, k, D,
+                             out.data_as<float>() + c0 * D, ctx_->stream()),
+          op);
+  }
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,93 @@
+// Launchers of the CUDA backend's kernels: plain C++17 (no deepinfer headers), raw device
+// pointers and sizes, so that the .cu files compile under nvcc's C++17 while the Backend class
+// (C++20) lives in .cpp files. Every launcher enqueues on `stream` and returns the launch status
+// (cudaGetLastError); it never synchronises. bf16 data is passed as uint16_t bits.
+//
+// Kernels never trust index inputs: an out-of-range id / expert / entry is skipped (or written
+// as NaN / -1) and its op code is recorded in `err` (first one wins, see kErr*), which the
+// backend reads at its next synchronisation and turns into an error naming the op.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+// Codes written into the device error word.
+enum : int32_t {
+  kErrNone = 0,
+  kErrEmbeddingId = 1,     // embedding: an id outside the table
+  kErrAttentionIdx = 2,    // attention: comp_idx >= E
+  kErrAttentionVis = 3,    // attention: comp_visible outside [0, E]
+  kErrIndexerVisible = 4,  // indexer_scores: visible outside [0, E]
+  kErrRouteId = 5,         // route: ids outside tid2eid
+  kErrRouteExpert = 6,     // route: tid2eid entry outside [0, E)
+};
+
+// ---- dense / elementwise (kernels_dense.cu) ----------------------------------------------------
+cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream);
+// out[m] = table[ids[m]] as fp32; table_bf16 selects the table dtype. D columns.
+cudaError_t launch_embedding(const int32_t* ids, int64_t M, const void* table, bool table_bf16,
+                             int64_t V, int64_t D, float* out, int32_t* err, cudaStream_t stream);
+cudaError_t launch_add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+// Rows of D: out = x * rsqrt(mean(x^2) + eps) [* weight]; out may equal x.
+cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t D,
+                            float* out, cudaStream_t stream);
+cudaError_t launch_rope(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* positions,
+                        const float* inv_freq, int64_t R, bool inverse, cudaStream_t stream);
+// out = silu(min(g, limit)) * clamp(u, +-limit) (limit <= 0: no clamp); fp32 or bf16 output.
+cudaError_t launch_swiglu(const float* gate, const float* up, float limit, int64_t n, float* out,
+                          uint16_t* out_bf16, cudaStream_t stream);
+
+// ---- mHC (kernels_hc.cu) -----------------------------------------------------------------------
+inline constexpr int kMaxHc = 16;
+cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
+                          const float* base, const float* scale, int iters, float hc_eps,
+                          float norm_eps, float* collapsed, float* post, float* comb,
+                          cudaStream_t stream);
+cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,
+                           int64_t M, int64_t hc, int64_t D, float* out, cudaStream_t stream);
+cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
+                           const float* base, const float* scale, float hc_eps, float norm_eps,
+                           float* out, cudaStream_t stream);
+
+// ---- attention (kernels_attention.cu) ----------------------------------------------------------
+cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, int64_t S, int64_t d,
+                               float* out, cudaStream_t stream);
+// Compacts each row of comp_idx [M, K]: the distinct entries >= 0 (entries >= E are flagged and
+// dropped), in any order, into list [M, K] with count [M].
+cudaError_t launch_dedup_idx(const int32_t* comp_idx, int64_t M, int64_t K, int64_t E,
+                             int32_t* list, int32_t* count, int32_t* err, cudaStream_t stream);
+inline constexpr int64_t kMaxAttnHeadDim = 1024;
+// One block per (query, head). Compressed keys: list/count (deduplicated comp_idx, row stride K)
+// when list != nullptr, else the prefix comp_kv[0, visible[m]) when visible != nullptr, else none.
+cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const float* win,
+                             int64_t P, int64_t window, const float* comp, int64_t E,
+                             const int32_t* list, const int32_t* count, int64_t K,
+                             const int32_t* visible, const float* sinks, float scale, float* out,
+                             int32_t* err, cudaStream_t stream);
+cudaError_t launch_indexer_scores(const float* q, int64_t M, int64_t nh, int64_t d, const float* k,
+                                  int64_t E, const float* w, float scale, const int32_t* visible,
+                                  float* scores, int32_t* err, cudaStream_t stream);
+inline constexpr int kMaxTopk = 8192;
+cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_t* idx,
+                        cudaStream_t stream);
+
+// ---- mixture of experts (kernels_moe.cu) -------------------------------------------------------
+// func: 0 softmax, 1 sigmoid, 2 sqrt(softplus). tid2eid/ids (hash routing) or bias may be null.
+cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, const float* bias,
+                         const int32_t* tid2eid, int64_t V, const int32_t* ids, int k,
+                         float routed_scale, float* weights, int32_t* idx, int32_t* err,
+                         cudaStream_t stream);
+// xg[r] = bf16(x[rows[r]]) for r < R; x [*, D].
+cudaError_t launch_gather_rows_bf16(const float* x, const int32_t* rows, int64_t R, int64_t D,
+                                    uint16_t* xg, cudaStream_t stream);
+// act_bf16[r, i] = swiglu(h[r, i], h[r, I + i]) for h [R, 2I] (gate | up).
+cudaError_t launch_swiglu_pairs(const float* h, int64_t R, int64_t I, float limit,
+                                uint16_t* act_bf16, cudaStream_t stream);
+// out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order; M rows of D.
+cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
+                               int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,322 @@
+// Attention-side kernels: window_pool, comp_idx deduplication, shared-KV attention with sinks
+// (online softmax), the lightning indexer's scores and a radix-select top-k.
+#include <mutex>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_common.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// One thread per (n, channel): softmax over the S slots of gate, applied to kv. A channel whose
+// slots are all -inf has no weights and gets 0.
+__global__ void window_pool_kernel(const float* kv, const float* gate, int64_t N, int64_t S,
+                                   int64_t d, float* out) {
+  const int64_t total = N * d;
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
+       t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t n = t / d, c = t % d;
+    const float* g = gate + n * S * d + c;
+    const float* x = kv + n * S * d + c;
+    float mx = neg_inf();
+    for (int64_t s = 0; s < S; ++s) mx = fmaxf(mx, g[s * d]);
+    if (mx == neg_inf()) {
+      out[t] = 0.f;
+      continue;
+    }
+    float den = 0.f, o = 0.f;
+    for (int64_t s = 0; s < S; ++s) {
+      const float w = expf(g[s * d] - mx);
+      den += w;
+      o += w * x[s * d];
+    }
+    out[t] = o / den;
+  }
+}
+
+// One block per query row: keeps the first occurrence of each entry >= 0 (duplicates count once,
+// like the reference's mask), in row order, so the attention's summation order is deterministic.
+__global__ void dedup_kernel(const int32_t* idx, int64_t K, int64_t E, int32_t* list,
+                             int32_t* count, int32_t* err) {
+  __shared__ int warp_counts[32];
+  __shared__ int base;
+  const int64_t m = blockIdx.x;
+  const int32_t* row = idx + m * K;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (threadIdx.x == 0) base = 0;
+  __syncthreads();
+  for (int64_t j0 = 0; j0 < K; j0 += blockDim.x) {
+    const int64_t j = j0 + threadIdx.x;
+    bool keep = false;
+    int32_t v = -1;
+    if (j < K) {
+      v = row[j];
+      if (v >= E) flag_error(err, kErrAttentionIdx);
+      keep = v >= 0 && v < E;
+      for (int64_t i = 0; keep && i < j; ++i) keep = row[i] != v;
+    }
+    const unsigned bal = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0) warp_counts[warp] = __popc(bal);
+    __syncthreads();
+    int offset = base + __popc(bal & ((1u << lane) - 1u));
+    for (int w = 0; w < warp; ++w) offset += warp_counts[w];
+    if (keep) list[m * K + offset] = v;
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int w = 0; w < nw; ++w) base += warp_counts[w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) count[m] = base;
+}
+
+constexpr int kAttnThreads = 128;
+constexpr int kAttnPer = static_cast<int>(kMaxAttnHeadDim / kAttnThreads);
+constexpr int kTile = 32;  // keys scored per step of the online softmax
+
+// One block per (query m, head h): the keys are the window rows lo..hi-1 of win followed by the
+// query's compressed entries; softmax over [scores..., sink] with an online max; V = K.
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_kernel(const float* q, int64_t H, int64_t hd, const float* win, int64_t P,
+                     int64_t window, const float* comp, int64_t E, const int32_t* list,
+                     const int32_t* count, int64_t K, const int32_t* visible, const float* sinks,
+                     float scale, float* out, int32_t* err) {
+  extern __shared__ float qs[];  // hd
+  __shared__ float sc[kTile];
+  const int64_t m = blockIdx.x / H, h = blockIdx.x % H;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const float* qrow = q + (m * H + h) * hd;
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = qrow[i];
+
+  const int64_t hi = m + P + 1;
+  int64_t lo = m + P - window + 1;
+  lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
+  const int64_t nw = hi - lo;
+  int64_t nc = 0;
+  if (list) {
+    nc = count[m];
+  } else if (visible) {
+    nc = visible[m];
+    if (nc < 0 || nc > E) {
+      if (threadIdx.x == 0 && h == 0) flag_error(err, kErrAttentionVis);
+      nc = nc < 0 ? 0 : E;
+    }
+  }
+  const int64_t n = nw + nc;
+  auto key = [&](int64_t j) -> const float* {
+    if (j < nw) return win + (lo + j) * hd;
+    const int64_t e = list ? int64_t{list[m * K + (j - nw)]} : j - nw;
+    return comp + e * hd;
+  };
+  __syncthreads();
+
+  float run_max = sinks[h], den = 1.f;  // the sink's own term exp(sink - max)
+  float acc[kAttnPer];
+#pragma unroll
+  for (int r = 0; r < kAttnPer; ++r) acc[r] = 0.f;
+  for (int64_t t0 = 0; t0 < n; t0 += kTile) {
+    const int tn = static_cast<int>(n - t0 < kTile ? n - t0 : kTile);
+    for (int jj = warp; jj < tn; jj += nwarps) {
+      const float* k = key(t0 + jj);
+      float dot = 0.f;
+      for (int64_t i = lane; i < hd; i += 32) dot += qs[i] * k[i];
+      dot = warp_sum(dot);
+      if (lane == 0) sc[jj] = dot * scale;
+    }
+    __syncthreads();
+    float tile_max = run_max;
+    for (int jj = 0; jj < tn; ++jj) tile_max = fmaxf(tile_max, sc[jj]);
+    const float corr = expf(run_max - tile_max);
+    den *= corr;
+#pragma unroll
+    for (int r = 0; r < kAttnPer; ++r) acc[r] *= corr;
+    for (int jj = 0; jj < tn; ++jj) {
+      const float p = expf(sc[jj] - tile_max);
+      den += p;
+      const float* k = key(t0 + jj);
+#pragma unroll
+      for (int r = 0; r < kAttnPer; ++r) {
+        const int64_t d = threadIdx.x + int64_t{r} * blockDim.x;
+        if (d < hd) acc[r] += p * k[d];
+      }
+    }
+    run_max = tile_max;
+    __syncthreads();  // sc is rewritten by the next tile
+  }
+  float* o = out + (m * H + h) * hd;
+  const float inv = 1.f / den;
+#pragma unroll
+  for (int r = 0; r < kAttnPer; ++r) {
+    const int64_t d = threadIdx.x + int64_t{r} * blockDim.x;
+    if (d < hd) o[d] = acc[r] * inv;
+  }
+}
+
+// One warp per (query m, entry e): sum over heads of w[m, h] * relu(q[m, h] . k[e]), scaled;
+// entries past visible[m] get -inf.
+__global__ void indexer_kernel(const float* q, int64_t M, int64_t nh, int64_t d, const float* k,
+                               int64_t E, const float* w, float scale, const int32_t* visible,
+                               float* scores, int32_t* err) {
+  const int lane = threadIdx.x & 31;
+  const int64_t per_block = blockDim.x >> 5;
+  const int64_t eblocks = (E + per_block - 1) / per_block;
+  const int64_t m = blockIdx.x / eblocks;
+  const int64_t e = (blockIdx.x % eblocks) * per_block + (threadIdx.x >> 5);
+  if (m >= M || e >= E) return;
+  int64_t vis = visible[m];
+  if (vis < 0 || vis > E) {
+    if (lane == 0 && e == 0) flag_error(err, kErrIndexerVisible);
+    vis = vis < 0 ? 0 : E;
+  }
+  float* s = scores + m * E + e;
+  if (e >= vis) {
+    if (lane == 0) *s = neg_inf();
+    return;
+  }
+  const float* ke = k + e * d;
+  float total = 0.f;
+  for (int64_t h = 0; h < nh; ++h) {
+    const float* qh = q + (m * nh + h) * d;
+    float dot = 0.f;
+    for (int64_t i = lane; i < d; i += 32) dot += qh[i] * ke[i];
+    dot = warp_sum(dot);
+    total += w[m * nh + h] * fmaxf(dot, 0.f);
+  }
+  if (lane == 0) *s = total * scale;
+}
+
+constexpr int kTopkThreads = 512;
+
+// One block per row: an MSB-first radix select (8 bits a pass) finds the k-th largest key, the k
+// keys at or above it are gathered and bitonic-sorted in shared memory.
+__global__ void __launch_bounds__(kTopkThreads)
+    topk_kernel(const float* scores, int64_t N, int k, int P, int32_t* idx) {
+  extern __shared__ unsigned long long buf[];  // P
+  __shared__ unsigned hist[256];
+  __shared__ unsigned long long s_prefix, s_mask;
+  __shared__ int s_need, s_count;
+  const float* row = scores + blockIdx.x * N;
+  if (threadIdx.x == 0) {
+    s_prefix = 0;
+    s_mask = 0;
+    s_need = k;
+    s_count = 0;
+  }
+  __syncthreads();
+  unsigned long long threshold = 1;  // k == N: every key (all are >= 1)
+  if (k < N) {
+    for (int shift = 56; shift >= 0; shift -= 8) {
+      for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+      __syncthreads();
+      const unsigned long long prefix = s_prefix, mask = s_mask;
+      for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+        const unsigned long long key = topk_key(row[i], i);
+        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        unsigned cum = 0;
+        for (int b = 255; b >= 0; --b) {
+          if (cum + hist[b] >= static_cast<unsigned>(s_need)) {
+            s_prefix |= static_cast<unsigned long long>(b) << shift;
+            s_need -= static_cast<int>(cum);
+            break;
+          }
+          cum += hist[b];
+        }
+        s_mask |= 255ull << shift;
+      }
+      __syncthreads();
+    }
+    threshold = s_prefix;  // all 64 bits fixed: the k-th largest key itself
+  }
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+    const unsigned long long key = topk_key(row[i], i);
+    if (key >= threshold) buf[atomicAdd(&s_count, 1)] = key;
+  }
+  for (int p = k + threadIdx.x; p < P; p += blockDim.x) buf[p] = 0;
+  __syncthreads();
+  for (int size = 2; size <= P; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int t = threadIdx.x; t < P / 2; t += blockDim.x) {
+        const int i = 2 * stride * (t / stride) + (t % stride), j = i + stride;
+        const unsigned long long a = buf[i], b = buf[j];
+        const bool desc = (i & size) == 0;
+        if (desc ? a < b : a > b) {
+          buf[i] = b;
+          buf[j] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    const int64_t i = 0xFFFFFFFFu - static_cast<uint32_t>(buf[j] & 0xFFFFFFFFull);
+    // -inf (and NaN) mark entries that may not be picked.
+    idx[blockIdx.x * int64_t{k} + j] = row[i] > neg_inf() ? static_cast<int32_t>(i) : -1;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, int64_t S, int64_t d,
+                               float* out, cudaStream_t stream) {
+  const int64_t total = N * d;
+  if (total <= 0) return cudaSuccess;
+  const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
+  window_pool_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(kv, gate, N, S, d, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_dedup_idx(const int32_t* comp_idx, int64_t M, int64_t K, int64_t E,
+                             int32_t* list, int32_t* count, int32_t* err, cudaStream_t stream) {
+  if (M <= 0) return cudaSuccess;
+  dedup_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(comp_idx, K, E, list, count, err);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const float* win,
+                             int64_t P, int64_t window, const float* comp, int64_t E,
+                             const int32_t* list, const int32_t* count, int64_t K,
+                             const int32_t* visible, const float* sinks, float scale, float* out,
+                             int32_t* err, cudaStream_t stream) {
+  if (M <= 0 || H <= 0) return cudaSuccess;
+  if (hd > kMaxAttnHeadDim || M * H > 0x7fffffff) return cudaErrorInvalidValue;
+  attention_kernel<<<static_cast<unsigned>(M * H), kAttnThreads, hd * sizeof(float), stream>>>(
+      q, H, hd, win, P, window, comp, E, list, count, K, visible, sinks, scale, out, err);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_indexer_scores(const float* q, int64_t M, int64_t nh, int64_t d, const float* k,
+                                  int64_t E, const float* w, float scale, const int32_t* visible,
+                                  float* scores, int32_t* err, cudaStream_t stream) {
+  if (M <= 0 || E <= 0) return cudaSuccess;
+  constexpr int kWarps = 8;
+  const int64_t blocks = M * ((E + kWarps - 1) / kWarps);
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  indexer_kernel<<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
+      q, M, nh, d, k, E, w, scale, visible, scores, err);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_t* idx,
+                        cudaStream_t stream) {
+  if (M <= 0 || k <= 0) return cudaSuccess;
+  if (k > kMaxTopk || N > 0xFFFFFFFFll || M > 0x7fffffff) return cudaErrorInvalidValue;
+  static std::once_flag once;
+  static cudaError_t attr = cudaSuccess;
+  std::call_once(once, [] {
+    attr = cudaFuncSetAttribute(topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                kMaxTopk * static_cast<int>(sizeof(unsigned long long)));
+  });
+  if (attr != cudaSuccess) return attr;
+  int P = 1;
+  while (P < k) P <<= 1;
+  topk_kernel<<<static_cast<unsigned>(M), kTopkThreads, P * sizeof(unsigned long long), stream>>>(
+      scores, N, k, P, idx);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::cuda

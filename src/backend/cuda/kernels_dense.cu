@@ -1,0 +1,178 @@
+// Elementwise and row kernels: bf16 casts, embedding, add, rms_norm, RoPE, swiglu.
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_common.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+// Grid-stride loops cover any n with a bounded grid.
+constexpr int64_t kMaxBlocks = 1 << 16;
+
+unsigned grid_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+}
+
+__global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = f32_to_bf16_bits(in[i]);
+}
+
+__global__ void embedding_kernel(const int32_t* ids, const void* table, bool bf16, int64_t V,
+                                 int64_t D, float* out, int32_t* err) {
+  const int64_t m = blockIdx.x;
+  const int32_t id = ids[m];
+  float* o = out + m * D;
+  if (id < 0 || id >= V) {
+    if (threadIdx.x == 0) flag_error(err, kErrEmbeddingId);
+    for (int64_t c = threadIdx.x; c < D; c += blockDim.x) o[c] = nan_f();
+    return;
+  }
+  if (bf16) {
+    const uint16_t* t = static_cast<const uint16_t*>(table) + id * D;
+    for (int64_t c = threadIdx.x; c < D; c += blockDim.x) o[c] = bf16_bits_to_f32(t[c]);
+  } else {
+    const float* t = static_cast<const float*>(table) + id * D;
+    for (int64_t c = threadIdx.x; c < D; c += blockDim.x) o[c] = t[c];
+  }
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = a[i] + b[i];
+}
+
+// One block per row. The whole row is read (sum of squares) before any write, so out may be x.
+__global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t D, float* out) {
+  __shared__ float red[32];
+  const float* xr = x + blockIdx.x * D;
+  float* orow = out + blockIdx.x * D;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_sum(ss, red);
+  const float inv = 1.f / sqrtf(ss / static_cast<float>(D) + eps);
+  if (w) {
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) orow[i] = xr[i] * inv * w[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) orow[i] = xr[i] * inv;
+  }
+}
+
+// One thread per (row m, head h, pair i). The angle is formed in fp32 like the reference
+// (position * inv_freq), its cos / sin evaluated in double as the CPU backend does.
+__global__ void rope_kernel(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* pos,
+                            const float* freq, int64_t R, float sign) {
+  const int64_t total = M * H * R;
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
+       t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = t % R, mh = t / R, m = mh / H;
+    const float ang = static_cast<float>(pos[m]) * freq[i];
+    double s, c;
+    sincos(static_cast<double>(ang), &s, &c);
+    const float cf = static_cast<float>(c), sf = sign * static_cast<float>(s);
+    float* v = x + mh * hd + (hd - 2 * R) + 2 * i;
+    const float a = v[0], b = v[1];
+    v[0] = a * cf - b * sf;
+    v[1] = b * cf + a * sf;
+  }
+}
+
+__device__ __forceinline__ float swiglu1(float g, float u, float limit) {
+  if (limit > 0.f) {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+  }
+  return g / (1.f + expf(-g)) * u;
+}
+
+__global__ void swiglu_kernel(const float* g, const float* u, float limit, int64_t n, float* out,
+                              uint16_t* out_bf16) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = swiglu1(g[i], u[i], limit);
+    if (out) out[i] = v;
+    if (out_bf16) out_bf16[i] = f32_to_bf16_bits(v);
+  }
+}
+
+__global__ void swiglu_pairs_kernel(const float* h, int64_t R, int64_t I, float limit,
+                                    uint16_t* act) {
+  const int64_t n = R * I;
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < n;
+       t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = t / I, i = t % I;
+    act[t] = f32_to_bf16_bits(swiglu1(h[r * 2 * I + i], h[r * 2 * I + I + i], limit));
+  }
+}
+
+__global__ void gather_rows_bf16_kernel(const float* x, const int32_t* rows, int64_t D,
+                                        uint16_t* xg) {
+  const int64_t r = blockIdx.x;
+  const float* src = x + int64_t{rows[r]} * D;
+  uint16_t* dst = xg + r * D;
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) dst[c] = f32_to_bf16_bits(src[c]);
+}
+
+}  // namespace
+
+cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding(const int32_t* ids, int64_t M, const void* table, bool table_bf16,
+                             int64_t V, int64_t D, float* out, int32_t* err, cudaStream_t stream) {
+  if (M <= 0 || D <= 0) return cudaSuccess;
+  embedding_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(ids, table, table_bf16, V, D,
+                                                                      out, err);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, b, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t D,
+                            float* out, cudaStream_t stream) {
+  if (rows <= 0 || D <= 0) return cudaSuccess;
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, eps, D, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* positions,
+                        const float* inv_freq, int64_t R, bool inverse, cudaStream_t stream) {
+  if (M <= 0 || H <= 0 || R <= 0) return cudaSuccess;
+  rope_kernel<<<grid_for(M * H * R), kThreads, 0, stream>>>(x, M, H, hd, positions, inv_freq, R,
+                                                            inverse ? -1.f : 1.f);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu(const float* gate, const float* up, float limit, int64_t n, float* out,
+                          uint16_t* out_bf16, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  swiglu_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, limit, n, out, out_bf16);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu_pairs(const float* h, int64_t R, int64_t I, float limit,
+                                uint16_t* act_bf16, cudaStream_t stream) {
+  if (R <= 0 || I <= 0) return cudaSuccess;
+  swiglu_pairs_kernel<<<grid_for(R * I), kThreads, 0, stream>>>(h, R, I, limit, act_bf16);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows_bf16(const float* x, const int32_t* rows, int64_t R, int64_t D,
+                                    uint16_t* xg, cudaStream_t stream) {
+  if (R <= 0 || D <= 0) return cudaSuccess;
+  gather_rows_bf16_kernel<<<static_cast<unsigned>(R), kThreads, 0, stream>>>(x, rows, D, xg);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::cuda

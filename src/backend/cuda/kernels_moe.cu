@@ -1,0 +1,139 @@
+// Mixture-of-experts kernels: the router (scores, bias, top-k or hash lookup, normalised
+// weights) and the weighted combine of the experts' outputs.
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_common.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxRouteK = 64;
+
+__device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+}
+
+// One block per token row. Scores live in shared memory (s, and s + bias when biased); the
+// top-k runs as k rounds of a block-wide max over the total-order keys (k is small).
+__global__ void route_kernel(const float* logits, int64_t E, int func, const float* bias,
+                             const int32_t* tid2eid, int64_t V, const int32_t* ids, int k,
+                             float routed_scale, float* weights, int32_t* idx, int32_t* err) {
+  extern __shared__ float sm[];  // s [E], biased [E]
+  __shared__ float red[32];
+  __shared__ unsigned long long redk[32];
+  __shared__ int sel[kMaxRouteK];
+  float* s = sm;
+  float* sel_v = bias ? sm + E : sm;
+  const int64_t m = blockIdx.x;
+  const float* x = logits + m * E;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+
+  if (func == 0) {
+    float mx = neg_inf();
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) mx = fmaxf(mx, x[e]);
+    mx = block_max(mx, red);
+    float sum = 0.f;
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) sum += (s[e] = expf(x[e] - mx));
+    sum = block_sum(sum, red);
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) s[e] /= sum;
+  } else if (func == 1) {
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) s[e] = 1.f / (1.f + expf(-x[e]));
+  } else {
+    // softplus as torch computes it (threshold 20), then sqrt.
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+      s[e] = sqrtf(x[e] > 20.f ? x[e] : log1pf(expf(x[e])));
+  }
+  if (bias)
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) sel_v[e] = s[e] + bias[e];
+  __syncthreads();
+
+  if (tid2eid) {
+    if (threadIdx.x == 0) {
+      const int32_t id = ids[m];
+      const bool id_ok = id >= 0 && id < V;
+      if (!id_ok) flag_error(err, kErrRouteId);
+      for (int j = 0; j < k; ++j) {
+        const int32_t e = id_ok ? tid2eid[int64_t{id} * k + j] : -1;
+        const bool ok = e >= 0 && e < E;
+        if (id_ok && !ok) flag_error(err, kErrRouteExpert);
+        sel[j] = ok ? e : -1;
+      }
+    }
+  } else {
+    for (int j = 0; j < k; ++j) {
+      unsigned long long best = 0;
+      for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+        bool taken = false;
+        for (int t = 0; t < j; ++t) taken |= sel[t] == e;
+        if (taken) continue;
+        const unsigned long long key = topk_key(sel_v[e], e);
+        best = key > best ? key : best;
+      }
+      best = warp_max_u64(best);
+      if (lane == 0) redk[warp] = best;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        unsigned long long b = 0;
+        for (int w = 0; w < nw; ++w) b = redk[w] > b ? redk[w] : b;
+        sel[j] = static_cast<int>(0xFFFFFFFFu - static_cast<uint32_t>(b & 0xFFFFFFFFull));
+      }
+      __syncthreads();
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // Weights come from the unbiased scores, summed in slot order.
+    float sum = 0.f;
+    for (int j = 0; j < k; ++j) sum += sel[j] >= 0 ? s[sel[j]] : 0.f;
+    const float mul = routed_scale / (sum + 1e-20f);
+    for (int j = 0; j < k; ++j) {
+      weights[m * k + j] = sel[j] >= 0 ? s[sel[j]] * mul : 0.f;
+      idx[m * k + j] = sel[j];
+    }
+  }
+}
+
+// out[m, d] += sum_j weights[m, j] * y[where[m, j], d], slots in order (deterministic).
+__global__ void combine_kernel(const float* y, const int32_t* where, const float* w, int64_t M,
+                               int64_t k, int64_t D, float* out) {
+  const int64_t total = M * D;
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
+       t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t m = t / D, d = t % D;
+    float o = out[t];
+    for (int64_t j = 0; j < k; ++j) o += w[m * k + j] * y[int64_t{where[m * k + j]} * D + d];
+    out[t] = o;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, const float* bias,
+                         const int32_t* tid2eid, int64_t V, const int32_t* ids, int k,
+                         float routed_scale, float* weights, int32_t* idx, int32_t* err,
+                         cudaStream_t stream) {
+  if (M <= 0) return cudaSuccess;
+  if (k > kMaxRouteK || M > 0x7fffffff) return cudaErrorInvalidValue;
+  const size_t smem = static_cast<size_t>(bias ? 2 : 1) * E * sizeof(float);
+  if (smem > 48 * 1024) return cudaErrorInvalidValue;
+  route_kernel<<<static_cast<unsigned>(M), kThreads, smem, stream>>>(
+      logits, E, func, bias, tid2eid, V, ids, k, routed_scale, weights, idx, err);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
+                               int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream) {
+  const int64_t total = M * D;
+  if (total <= 0 || k <= 0) return cudaSuccess;
+  const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
+  combine_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(y, where, weights, M, k, D,
+                                                                        out);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,174 @@
+// Golden tests on the GPU: the model written against backend.h, run by the CUDA backend (bf16
+// weights, bf16 GEMM operands), against transformers' logits on the tiny fixtures: whole prompt,
+// token by token and in chunks of 7; and a batched forward of several sequences against each
+// sequence alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cuda_test_util.h"
+#include "io/npy.h"
+#include "model/deepseek_v4/model.h"
+
+namespace deepinfer::cudatest {
+namespace {
+
+// DEEPINFER_SOURCE_DIR (environment) overrides the compiled-in source tree, so that a binary
+// built elsewhere can run next to a copy of the repository.
+std::string golden_dir() {
+  const char* env = std::getenv("DEEPINFER_SOURCE_DIR");
+  return std::string(env && *env ? env : DEEPINFER_SOURCE_DIR) + "/tests/data/golden/";
+}
+
+constexpr double kTolLogits = 3e-2;
+constexpr double kMargin = 0.1;
+
+struct Fixture {
+  std::vector<int32_t> ids;
+  NpyArray prefill, decode;
+};
+
+Fixture load_fixture(const std::string& name) {
+  Fixture f;
+  std::ifstream in(golden_dir() + name + "/fixture.json");
+  const auto j = nlohmann::json::parse(in);
+  f.ids = j["input_ids"].get<std::vector<int32_t>>();
+  f.prefill = read_npy(golden_dir() + name + "/logits_prefill.npy");
+  f.decode = read_npy(golden_dir() + name + "/logits_decode.npy");
+  return f;
+}
+
+// Feeds the prompt through a fresh state `chunk` tokens at a time (0 = all at once).
+std::vector<float> run(deepseek_v4::Model& model, const std::vector<int32_t>& ids, int64_t chunk) {
+  const int64_t S = ids.size(), V = model.config().vocab_size;
+  if (chunk == 0) chunk = S;
+  std::vector<float> out(S * V);
+  auto state = model.new_state();
+  for (int64_t b = 0; b < S; b += chunk) {
+    const int64_t e = std::min(S, b + chunk);
+    Tensor l = model.forward(std::span<const int32_t>(ids.data() + b, e - b), state);
+    std::copy_n(l.data_as<float>(), (e - b) * V, out.data() + b * V);
+  }
+  return out;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  if (a.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// Rows whose reference top-2 margin exceeds `margin` must have the same argmax.
+int argmax_mismatches(const std::vector<float>& a, const std::vector<float>& ref, int64_t V,
+                      double margin) {
+  int bad = 0;
+  for (size_t r = 0; r < a.size() / V; ++r) {
+    const float* x = a.data() + r * V;
+    const float* y = ref.data() + r * V;
+    int64_t ax = 0, ay = 0;
+    for (int64_t v = 1; v < V; ++v) {
+      if (x[v] > x[ax]) ax = v;
+      if (y[v] > y[ay]) ay = v;
+    }
+    float second = -INFINITY;
+    for (int64_t v = 0; v < V; ++v)
+      if (v != ay) second = std::max(second, y[v]);
+    if (y[ay] - second > margin && ax != ay) ++bad;
+  }
+  return bad;
+}
+
+class CudaGolden : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { REQUIRE_GPU(); }
+};
+
+TEST_P(CudaGolden, MatchesTransformersInEverySplit) {
+  const std::string name = GetParam();
+  const Fixture f = load_fixture(name);
+  auto backend = make_cuda_backend();
+  auto model = deepseek_v4::Model::load(golden_dir() + name, *backend);
+  const int64_t V = model->config().vocab_size;
+  ASSERT_EQ(f.prefill.shape, (std::vector<int64_t>{int64_t(f.ids.size()), V}));
+  struct Case {
+    const char* what;
+    int64_t chunk;
+    const std::vector<float>* ref;
+  };
+  for (const Case& c : {Case{"prefill", 0, &f.prefill.data}, Case{"chunk 1", 1, &f.decode.data},
+                        Case{"chunk 7", 7, &f.prefill.data}}) {
+    const std::vector<float> got = run(*model, f.ids, c.chunk);
+    const double err = rel_l2(got, *c.ref);
+    const int bad = argmax_mismatches(got, *c.ref, V, kMargin);
+    std::printf("[cuda-golden] %s %-8s rel L2 %.3e argmax mismatches (margin > %.1f) %d\n",
+                name.c_str(), c.what, err, kMargin, bad);
+    EXPECT_LE(err, kTolLogits) << name << " " << c.what;
+    EXPECT_EQ(bad, 0) << name << " " << c.what;
+  }
+}
+
+// Sequences of different lengths fed together, each in its own chunk size: each must get what it
+// gets alone (and stay close to the reference's prefix logits, attention being causal).
+TEST_P(CudaGolden, BatchedSequencesMatchEachAlone) {
+  const std::string name = GetParam();
+  const Fixture f = load_fixture(name);
+  auto backend = make_cuda_backend();
+  auto model = deepseek_v4::Model::load(golden_dir() + name, *backend);
+  const int64_t V = model->config().vocab_size, S = f.ids.size();
+  struct Seq {
+    int64_t len, chunk, fed = 0;
+    deepseek_v4::SequenceState state;
+    std::vector<float> logits;
+  };
+  std::vector<Seq> seqs;
+  for (auto [len, chunk] : {std::pair<int64_t, int64_t>{S, 5}, {37, 3}, {S * 3 / 4, 11}, {9, 1}})
+    seqs.push_back({len, chunk, 0, model->new_state(), {}});
+  for (;;) {
+    std::vector<deepseek_v4::Model::BatchItem> items;
+    std::vector<Seq*> order;
+    for (auto& q : seqs) {
+      if (q.fed == q.len) continue;
+      const int64_t n = std::min(q.chunk, q.len - q.fed);
+      items.push_back({std::span<const int32_t>(f.ids.data() + q.fed, n), &q.state, true});
+      order.push_back(&q);
+      q.fed += n;
+    }
+    if (items.empty()) break;
+    Tensor l = model->forward_batch(items);
+    int64_t row = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int64_t n = items[i].ids.size();
+      order[i]->logits.insert(order[i]->logits.end(), l.data_as<float>() + row * V,
+                              l.data_as<float>() + (row + n) * V);
+      row += n;
+    }
+  }
+  for (auto& q : seqs) {
+    const std::vector<int32_t> ids(f.ids.begin(), f.ids.begin() + q.len);
+    const std::vector<float> alone = run(*model, ids, q.chunk);
+    const std::vector<float> ref(f.prefill.data.begin(), f.prefill.data.begin() + q.len * V);
+    const double vs_alone = rel_l2(q.logits, alone), vs_ref = rel_l2(q.logits, ref);
+    std::printf("[cuda-golden] %s batched len %3lld rel L2 vs alone %.3e vs reference %.3e\n",
+                name.c_str(), static_cast<long long>(q.len), vs_alone, vs_ref);
+    EXPECT_LE(vs_alone, 1e-2) << name << " length " << q.len;
+    EXPECT_LE(vs_ref, kTolLogits) << name << " length " << q.len;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));
+
+}  // namespace
+}  // namespace deepinfer::cudatest

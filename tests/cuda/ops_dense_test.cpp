@@ -1,0 +1,223 @@
+// CUDA vs CPU: memory ops, matmul / grouped_matmul (bf16 weights), embedding, add, rms_norm,
+// rope, swiglu and the mHC ops, on random inputs with NaN-poisoned outputs.
+#include <array>
+
+#include "cuda_test_util.h"
+
+namespace deepinfer::cudatest {
+namespace {
+
+using Ops = CudaVsCpu;
+
+TEST_F(Ops, UploadDownloadCopyRoundTrip) {
+  SEED_TRACE();
+  Rng rng;
+  const Tensor h = rand_host(rng, {37, 129});
+  Tensor d = to_dev(*gpu, h);
+  EXPECT_EQ(d.view().device(), Device::kCuda);
+  Tensor d2 = gpu->empty({37, 129});
+  gpu->copy(d, d2);
+  EXPECT_EQ(rel_err(to_host(*gpu, d2), h), 0.0);
+  // Overlapping copy (memmove semantics): rows [0, 30) -> rows [5, 35).
+  gpu->copy(d.view().slice_rows(0, 30), d.view().slice_rows(5, 35));
+  const Tensor got = to_host(*gpu, d);
+  for (int64_t i = 0; i < 30 * 129; ++i)
+    ASSERT_EQ(got.data_as<float>()[5 * 129 + i], h.data_as<float>()[i]) << i;
+  // Zero-sized tensors are given (non-null) and transfer nothing.
+  Tensor z = gpu->empty({0, 16});
+  EXPECT_FALSE(z.view().empty());
+  gpu->upload(nullptr, z);
+  // Host tensors are rejected with the op's name.
+  Tensor out = gpu->empty({37, 129});
+  try {
+    gpu->add(h, h, out);
+    FAIL() << "host input accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("add"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Ops, MatmulBf16WeightsMatchCpu) {
+  SEED_TRACE();
+  EXPECT_EQ(gpu->weight_dtype(), DType::kBF16);
+  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{
+           {1, 64, 32}, {3, 100, 257}, {37, 512, 300}, {128, 1024, 512}, {5, 7, 1}}) {
+    for (bool acc : {false, true}) {
+      Rng rng;
+      const Tensor x = rand_host(rng, {M, K}), w = rand_host(rng, {N, K});
+      const Tensor wr = round_bf16(w), init = rand_host(rng, {M, N});
+      Tensor ref = host({M, N});
+      std::copy_n(init.data_as<float>(), M * N, ref.data_as<float>());
+      cpu->matmul(x, wr, ref, acc);
+      Tensor out = acc ? to_dev(*gpu, init) : dev_poisoned(*gpu, {M, N});
+      gpu->matmul(to_dev(*gpu, x), to_dev(*gpu, w, true), out, acc);
+      EXPECT_LE(rel_err(to_host(*gpu, out), ref), kTolBf16) << M << "x" << N << "x" << K << acc;
+    }
+  }
+}
+
+TEST_F(Ops, MatmulF32WeightsMatchCpu) {
+  SEED_TRACE();
+  Rng rng;
+  const int64_t M = 9, N = 130, K = 77;
+  const Tensor x = rand_host(rng, {M, K}), w = rand_host(rng, {N, K});
+  Tensor ref = host({M, N});
+  cpu->matmul(x, w, ref);
+  Tensor out = dev_poisoned(*gpu, {M, N});
+  gpu->matmul(to_dev(*gpu, x), to_dev(*gpu, w), out);
+  EXPECT_LE(rel_err(to_host(*gpu, out), ref), kTolF32);
+}
+
+TEST_F(Ops, GroupedMatmulMatchesCpu) {
+  SEED_TRACE();
+  for (auto [M, G, K, N] : std::vector<std::array<int64_t, 4>>{
+           {1, 2, 64, 16}, {5, 8, 128, 32}, {33, 4, 96, 40}, {2, 1, 512, 1024}}) {
+    Rng rng;
+    const Tensor x = rand_host(rng, {M, G, K}), w = rand_host(rng, {G * N, K});
+    Tensor ref = host({M, G, N});
+    cpu->grouped_matmul(x, round_bf16(w), ref);
+    Tensor out = dev_poisoned(*gpu, {M, G, N});
+    gpu->grouped_matmul(to_dev(*gpu, x), to_dev(*gpu, w, true), out);
+    EXPECT_LE(rel_err(to_host(*gpu, out), ref), kTolBf16) << M << " " << G << " " << K << " " << N;
+  }
+}
+
+TEST_F(Ops, EmbeddingGathersBf16AndF32Rows) {
+  SEED_TRACE();
+  Rng rng;
+  const int64_t V = 300, D = 96, M = 41;
+  std::vector<int32_t> id(M);
+  for (auto& v : id) v = static_cast<int32_t>(rng.integer(0, V - 1));
+  id[0] = 0;
+  id[1] = V - 1;
+  const Tensor ids = i32_host(id, {M});
+  const Tensor table = rand_host(rng, {V, D});
+  for (bool bf16 : {true, false}) {
+    Tensor ref = host({M, D});
+    cpu->embedding(ids, bf16 ? round_bf16(table) : table, ref);
+    Tensor out = dev_poisoned(*gpu, {M, D});
+    gpu->embedding(to_dev(*gpu, ids), to_dev(*gpu, table, bf16), out);
+    EXPECT_EQ(rel_err(to_host(*gpu, out), ref), 0.0) << bf16;
+  }
+  // An id outside the table is found on the device and reported at the next sync.
+  id[3] = static_cast<int32_t>(V);
+  Tensor out = gpu->empty({M, D});
+  gpu->embedding(to_dev(*gpu, i32_host(id, {M})), to_dev(*gpu, table, true), out);
+  try {
+    to_host(*gpu, out);
+    FAIL() << "out-of-range id not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("embedding"), std::string::npos) << e.what();
+  }
+  // The error is cleared once reported.
+  EXPECT_NO_THROW(to_host(*gpu, out));
+}
+
+TEST_F(Ops, AddAndSwigluMatchCpu) {
+  SEED_TRACE();
+  Rng rng;
+  const Tensor a = rand_host(rng, {17, 333}, -6.f, 6.f), b = rand_host(rng, {17, 333}, -6.f, 6.f);
+  Tensor ref = host({17, 333});
+  cpu->add(a, b, ref);
+  Tensor da = to_dev(*gpu, a);
+  Tensor out = dev_poisoned(*gpu, {17, 333});
+  gpu->add(da, to_dev(*gpu, b), out);
+  EXPECT_EQ(rel_err(to_host(*gpu, out), ref), 0.0);
+  gpu->add(da, to_dev(*gpu, b), da);  // out may be a
+  EXPECT_EQ(rel_err(to_host(*gpu, da), ref), 0.0);
+  for (float limit : {0.f, 4.f}) {
+    cpu->swiglu(a, b, limit, ref);
+    Tensor o = dev_poisoned(*gpu, {17, 333});
+    gpu->swiglu(to_dev(*gpu, a), to_dev(*gpu, b), limit, o);
+    EXPECT_LE(rel_err(to_host(*gpu, o), ref), kTolF32) << limit;
+  }
+}
+
+TEST_F(Ops, RmsNormMatchesCpu) {
+  SEED_TRACE();
+  for (auto shape : std::vector<std::vector<int64_t>>{{1, 64}, {7, 3, 100}, {300, 4096}, {2, 1}}) {
+    for (bool weighted : {true, false}) {
+      Rng rng;
+      const Tensor x = rand_host(rng, shape, -3.f, 3.f), w = rand_host(rng, {shape.back()});
+      Tensor ref = host(shape);
+      cpu->rms_norm(x, weighted ? w.view() : TensorView(), 1e-6f, ref);
+      Tensor dw = to_dev(*gpu, w);
+      Tensor out = dev_poisoned(*gpu, shape);
+      gpu->rms_norm(to_dev(*gpu, x), weighted ? dw.view() : TensorView(), 1e-6f, out);
+      EXPECT_LE(rel_err(to_host(*gpu, out), ref), kTolF32);
+      Tensor inplace = to_dev(*gpu, x);  // out may be x
+      gpu->rms_norm(inplace, weighted ? dw.view() : TensorView(), 1e-6f, inplace);
+      EXPECT_LE(rel_err(to_host(*gpu, inplace), ref), kTolF32);
+    }
+  }
+}
+
+TEST_F(Ops, RopeAndInverseMatchCpu) {
+  SEED_TRACE();
+  for (auto [M, H, hd, R] : std::vector<std::array<int64_t, 4>>{
+           {5, 4, 32, 8}, {17, 1, 512, 32}, {3, 64, 128, 32}, {2, 2, 16, 8}}) {
+    for (bool inverse : {false, true}) {
+      Rng rng;
+      Tensor x = rand_host(rng, {M, H, hd});
+      std::vector<int32_t> pos(M);
+      for (auto& p : pos) p = static_cast<int32_t>(rng.integer(0, 200000));
+      pos[0] = 0;
+      Tensor freq = host({R});
+      for (int64_t i = 0; i < R; ++i)
+        freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
+      Tensor dx = to_dev(*gpu, x);
+      gpu->rope(dx, to_dev(*gpu, i32_host(pos, {M})), to_dev(*gpu, freq), inverse);
+      cpu->rope(x, i32_host(pos, {M}), freq, inverse);
+      EXPECT_LE(rel_err(to_host(*gpu, dx), x), kTolF32) << M << " " << H << " " << hd;
+    }
+  }
+}
+
+struct HcInputs {
+  Tensor X, fn, base, scale;
+};
+
+HcInputs hc_inputs(Rng& rng, int64_t M, int64_t hc, int64_t D, int64_t nmix) {
+  return {rand_host(rng, {M, hc, D}, -2.f, 2.f), rand_host(rng, {nmix, hc * D}, -0.1f, 0.1f),
+          rand_host(rng, {nmix}), rand_host(rng, {nmix == hc ? 1 : 3}, 0.5f, 2.f)};
+}
+
+TEST_F(Ops, HcPrePostHeadMatchCpu) {
+  SEED_TRACE();
+  for (auto [M, hc, D] :
+       std::vector<std::array<int64_t, 3>>{{1, 4, 64}, {5, 4, 200}, {33, 2, 96}, {3, 4, 4096}}) {
+    Rng rng;
+    const int64_t nmix = (2 + hc) * hc;
+    const HcInputs in = hc_inputs(rng, M, hc, D, nmix);
+    Tensor rc = host({M, D}), rp = host({M, hc}), rk = host({M, hc, hc});
+    cpu->hc_pre(in.X, in.fn, in.base, in.scale, 20, 1e-6f, 1e-6f, rc, rp, rk);
+    Tensor dX = to_dev(*gpu, in.X);
+    Tensor c = dev_poisoned(*gpu, {M, D}), p = dev_poisoned(*gpu, {M, hc}),
+           k = dev_poisoned(*gpu, {M, hc, hc});
+    gpu->hc_pre(dX, to_dev(*gpu, in.fn), to_dev(*gpu, in.base), to_dev(*gpu, in.scale), 20, 1e-6f,
+                1e-6f, c, p, k);
+    EXPECT_LE(rel_err(to_host(*gpu, c), rc), kTolF32) << "collapsed " << M << " " << hc << " " << D;
+    EXPECT_LE(rel_err(to_host(*gpu, p), rp), kTolF32) << "post";
+    EXPECT_LE(rel_err(to_host(*gpu, k), rk), kTolF32) << "comb";
+
+    const Tensor y = rand_host(rng, {M, D});
+    Tensor ro = host({M, hc, D});
+    cpu->hc_post(in.X, y, rp, rk, ro);
+    Tensor o = dev_poisoned(*gpu, {M, hc, D});
+    gpu->hc_post(dX, to_dev(*gpu, y), to_dev(*gpu, rp), to_dev(*gpu, rk), o);
+    EXPECT_LE(rel_err(to_host(*gpu, o), ro), kTolF32) << "hc_post";
+
+    const HcInputs head = hc_inputs(rng, M, hc, D, hc);
+    Tensor rh = host({M, D});
+    cpu->hc_head(head.X, head.fn, head.base, head.scale, 1e-6f, 1e-6f, rh);
+    Tensor h = dev_poisoned(*gpu, {M, D});
+    gpu->hc_head(to_dev(*gpu, head.X), to_dev(*gpu, head.fn), to_dev(*gpu, head.base),
+                 to_dev(*gpu, head.scale), 1e-6f, 1e-6f, h);
+    EXPECT_LE(rel_err(to_host(*gpu, h), rh), kTolF32) << "hc_head";
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::cudatest

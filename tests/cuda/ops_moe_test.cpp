@@ -1,0 +1,106 @@
+// CUDA vs CPU: route (three scoring functions, bias, hash routing) and moe_experts (bf16 expert
+// weights, accumulation into out, out-of-range experts rejected).
+#include <array>
+
+#include "cuda_test_util.h"
+
+namespace deepinfer::cudatest {
+namespace {
+
+using Moe = CudaVsCpu;
+
+// The router's selection value of expert e for row m, recomputed in double (for tie checks).
+double selection_value(const float* x, int64_t E, ScoringFunc f, const float* bias, int64_t e) {
+  double s = 0;
+  if (f == ScoringFunc::kSoftmax) {
+    double mx = x[0], sum = 0;
+    for (int64_t i = 1; i < E; ++i) mx = std::max<double>(mx, x[i]);
+    for (int64_t i = 0; i < E; ++i) sum += std::exp(x[i] - mx);
+    s = std::exp(x[e] - mx) / sum;
+  } else if (f == ScoringFunc::kSigmoid) {
+    s = 1 / (1 + std::exp(-double(x[e])));
+  } else {
+    s = std::sqrt(x[e] > 20 ? double(x[e]) : std::log1p(std::exp(double(x[e]))));
+  }
+  return s + (bias ? bias[e] : 0.0);
+}
+
+TEST_F(Moe, RouteMatchesCpu) {
+  SEED_TRACE();
+  for (ScoringFunc f : {ScoringFunc::kSoftmax, ScoringFunc::kSigmoid, ScoringFunc::kSqrtSoftplus}) {
+    for (int mode = 0; mode < 3; ++mode) {  // 0: plain top-k, 1: with bias, 2: hash
+      for (auto [M, E, k] :
+           std::vector<std::array<int64_t, 3>>{{1, 8, 2}, {37, 64, 6}, {5, 256, 8}}) {
+        Rng rng;
+        const Tensor logits = rand_host(rng, {M, E}, -4.f, 30.f);
+        const Tensor bias = rand_host(rng, {E}, -0.5f, 0.5f);
+        const int64_t V = 50;
+        std::vector<int32_t> table(V * k), id(M);
+        for (auto& t : table) t = static_cast<int32_t>(rng.integer(0, E - 1));
+        for (auto& t : id) t = static_cast<int32_t>(rng.integer(0, V - 1));
+        const Tensor tid2eid = i32_host(table, {V, k}), ids = i32_host(id, {M});
+        const bool hash = mode == 2, biased = mode == 1;
+        Tensor rw = host({M, k}), ri = host({M, k}, DType::kI32);
+        cpu->route(logits, f, biased ? bias.view() : TensorView(),
+                   hash ? tid2eid.view() : TensorView(), ids, 1.5f, rw, ri);
+        Tensor db = to_dev(*gpu, bias), dt = to_dev(*gpu, tid2eid), di = to_dev(*gpu, ids);
+        Tensor w = dev_poisoned(*gpu, {M, k}), i = dev_poisoned(*gpu, {M, k}, DType::kI32);
+        gpu->route(to_dev(*gpu, logits), f, biased ? db.view() : TensorView(),
+                   hash ? dt.view() : TensorView(), di, 1.5f, w, i);
+        const std::vector<int32_t> got = ints(to_host(*gpu, i)), want = ints(ri);
+        // Indices must agree except where two candidates tie to within rounding.
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t j = 0; j < k; ++j) {
+            const int32_t a = got[m * k + j], b = want[m * k + j];
+            if (a == b) continue;
+            ASSERT_GE(a, 0);
+            const float* x = logits.data_as<float>() + m * E;
+            const float* bp = biased ? bias.data_as<float>() : nullptr;
+            EXPECT_NEAR(selection_value(x, E, f, bp, a), selection_value(x, E, f, bp, b), 1e-5)
+                << "row " << m << " slot " << j;
+          }
+        EXPECT_LE(rel_err(to_host(*gpu, w), rw), kTolF32)
+            << "func " << int(f) << " mode " << mode << " E " << E;
+      }
+    }
+  }
+}
+
+TEST_F(Moe, MoeExpertsMatchCpu) {
+  SEED_TRACE();
+  for (auto [M, D, I, E, k] : std::vector<std::array<int64_t, 5>>{
+           {1, 64, 32, 8, 2}, {7, 64, 96, 16, 6}, {64, 128, 64, 8, 2}, {300, 256, 128, 32, 4}}) {
+    Rng rng;
+    const Tensor x = rand_host(rng, {M, D});
+    const Tensor w1 = rand_host(rng, {E, I, D}, -0.2f, 0.2f);
+    const Tensor w3 = rand_host(rng, {E, I, D}, -0.2f, 0.2f);
+    const Tensor w2 = rand_host(rng, {E, D, I}, -0.2f, 0.2f);
+    std::vector<int32_t> id(M * k);
+    for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
+    const Tensor idx = i32_host(id, {M, k}), wts = rand_host(rng, {M, k}, 0.f, 1.f);
+    const Tensor init = rand_host(rng, {M, D});
+    Tensor ref = host({M, D});
+    std::copy_n(init.data_as<float>(), M * D, ref.data_as<float>());
+    cpu->moe_experts(x, idx, wts, {round_bf16(w1), round_bf16(w3), round_bf16(w2)}, 3.f, ref);
+    Tensor dw1 = to_dev(*gpu, w1, true), dw3 = to_dev(*gpu, w3, true), dw2 = to_dev(*gpu, w2, true);
+    Tensor out = to_dev(*gpu, init);  // accumulated into
+    gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, idx), to_dev(*gpu, wts), {dw1, dw3, dw2}, 3.f,
+                     out);
+    // The error is measured on the experts' contribution, not on the initial values.
+    Tensor got = to_host(*gpu, out), delta_ref = host({M, D}), delta = host({M, D});
+    for (int64_t i = 0; i < M * D; ++i) {
+      delta_ref.data_as<float>()[i] = ref.data_as<float>()[i] - init.data_as<float>()[i];
+      delta.data_as<float>()[i] = got.data_as<float>()[i] - init.data_as<float>()[i];
+    }
+    EXPECT_LE(rel_err(delta, delta_ref), kTolBf16) << M << " " << D << " " << I << " " << E;
+    if (M == 7) {
+      id[5] = static_cast<int32_t>(E);
+      EXPECT_THROW(gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, i32_host(id, {M, k})),
+                                    to_dev(*gpu, wts), {dw1, dw3, dw2}, 3.f, out),
+                   Error);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::cudatest
