@@ -1,0 +1,111 @@
+// Micro-benchmark of a few CUDA backend ops at decode / prefill shapes, each printed next to its
+// memory roofline (bytes moved / 4.3 TB/s, the copy rate measured on an H200 here). A first look
+// only: the backend is the correctness version (no graphs, no fused decode kernels yet).
+//   cuda_op_bench            (needs a GPU; exits 0 with a note when there is none)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device_info.h"
+#include "core/dtype.h"
+
+using namespace deepinfer;
+
+namespace {
+
+constexpr double kBandwidth = 4.3e12;
+
+Tensor random_dev(Backend& g, std::initializer_list<int64_t> shape, DType dtype, uint64_t seed) {
+  Tensor t = g.empty(shape, dtype);
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  if (dtype == DType::kBF16) {
+    std::vector<uint16_t> h(t.numel());
+    for (auto& v : h) v = f32_to_bf16(d(gen) * 0.05f);
+    g.upload(h.data(), t);
+  } else {
+    std::vector<float> h(t.numel());
+    for (auto& v : h) v = d(gen);
+    g.upload(h.data(), t);
+  }
+  return t;
+}
+
+// Median of `reps` timed runs (each `inner` calls, synchronised), in seconds per call.
+double time_op(const std::function<void()>& op, int inner = 20, int reps = 7) {
+  op();
+  cudaDeviceSynchronize();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < inner; ++i) op();
+    cudaDeviceSynchronize();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                inner);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void row(const char* what, double sec, double bytes) {
+  const double floor = bytes / kBandwidth;
+  std::printf("%-44s %10.1f us %9.1f GB/s  roofline %8.1f us  (%.2fx)\n", what, sec * 1e6,
+              bytes / sec / 1e9, floor * 1e6, sec / floor);
+}
+
+}  // namespace
+
+int main() {
+  if (cuda::list_devices().empty()) {
+    std::printf("cuda_op_bench: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
+    return 0;
+  }
+  auto g = make_cuda_backend();
+  std::printf("%-44s %13s %14s %20s\n", "op", "time", "achieved", "memory floor");
+  // bf16 GEMM: the weight read dominates at decode sizes.
+  for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}, {16384, 4096}}) {
+    Tensor w = random_dev(*g, {N, K}, DType::kBF16, 1);
+    for (int64_t M : {1, 8, 64, 256}) {
+      Tensor x = random_dev(*g, {M, K}, DType::kF32, 2);
+      Tensor out = g->empty({M, N});
+      const double s = time_op([&] { g->matmul(x, w, out); });
+      char name[96];
+      std::snprintf(name, sizeof name, "matmul bf16 M=%lld N=%lld K=%lld", (long long)M,
+                    (long long)N, (long long)K);
+      row(name, s, N * K * 2.0 + M * K * 4.0 + M * N * 4.0);
+    }
+  }
+  // Decode attention: 64 heads of 512, window 128 + 512 selected compressed entries.
+  {
+    const int64_t M = 1, H = 64, hd = 512, W = 128, E = 4096, K = 512;
+    Tensor q = random_dev(*g, {M, H, hd}, DType::kF32, 3);
+    Tensor win = random_dev(*g, {W - 1 + M, hd}, DType::kF32, 4);
+    Tensor comp = random_dev(*g, {E, hd}, DType::kF32, 5);
+    Tensor sinks = random_dev(*g, {H}, DType::kF32, 6);
+    std::vector<int32_t> idx(M * K);
+    for (int64_t j = 0; j < M * K; ++j) idx[j] = static_cast<int32_t>((j * 7) % E);
+    Tensor didx = g->empty({M, K}, DType::kI32);
+    g->upload(idx.data(), didx);
+    Tensor out = g->empty({M, H, hd});
+    const double s =
+        time_op([&] { g->attention(q, win, W, comp, didx, TensorView(), sinks, 0.04f, out); });
+    row("attention decode H=64 hd=512 keys=128+512", s, (W + K) * hd * 4.0 + 2 * H * hd * 4.0);
+  }
+  // Indexer top-k at 64k context (16k compressed entries), k = 512.
+  for (int64_t M : {1, 64}) {
+    const int64_t N = 16384;
+    Tensor s = random_dev(*g, {M, N}, DType::kF32, 7);
+    Tensor idx = g->empty({M, 512}, DType::kI32);
+    const double t = time_op([&] { g->topk(s, 512, idx); });
+    char name[96];
+    std::snprintf(name, sizeof name, "topk k=512 of N=%lld, M=%lld", (long long)N, (long long)M);
+    row(name, t, M * N * 4.0);
+  }
+  return 0;
+}
