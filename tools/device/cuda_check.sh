@@ -50,6 +50,21 @@ CUBLAS_DIR=$(dirname "$(find /usr/local/cuda/lib64/ /usr/local/cuda/targets /usr
   -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)" 2>/dev/null)
 echo "cuBLAS dir: $CUBLAS_DIR" >>"$OUT/env.log"
 
+# pkg-config modules the top-level configure requires but the CUDA targets never link (the
+# tokenizer's PCRE2 and ICU; seen missing: libpcre2-dev) get configure-only stub .pc files, so
+# that cuda_tests can be configured and built on an image without those -dev packages.
+STUBS=/tmp/cuda_check_pc
+for mod in libpcre2-8 icu-uc; do
+  if ! pkg-config --exists "$mod" 2>/dev/null; then
+    mkdir -p "$STUBS"
+    lib=${mod#lib} && [[ $mod == icu-uc ]] && lib=icuuc
+    printf 'Name: %s\nDescription: configure-only stub (cuda_check.sh)\nVersion: 0\nLibs: -l%s\nCflags:\n' \
+      "$mod" "$lib" >"$STUBS/$mod.pc"
+    note "deps: $mod missing here; configure-only stub (not linked by the CUDA targets)"
+  fi
+done
+[[ -d $STUBS ]] && export PKG_CONFIG_PATH="$STUBS:${PKG_CONFIG_PATH:-}"
+
 # ---- tests ---------------------------------------------------------------------------------
 # run_tests LABEL BINARY: brief run; on failure each failed test alone, synchronising per op.
 run_tests() {

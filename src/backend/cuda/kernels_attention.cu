@@ -39,12 +39,18 @@ __global__ void window_pool_kernel(const float* kv, const float* gate, int64_t N
 
 // One block per query row: keeps the first occurrence of each entry >= 0 (duplicates count once,
 // like the reference's mask), in row order, so the attention's summation order is deterministic.
-__global__ void dedup_kernel(const int32_t* idx, int64_t K, int64_t E, int32_t* list,
+// The row is staged in shared memory when it fits (the duplicate scan reads it O(K^2) times).
+__global__ void dedup_kernel(const int32_t* idx, int64_t K, int64_t E, bool staged, int32_t* list,
                              int32_t* count, int32_t* err) {
+  extern __shared__ int32_t row_s[];
   __shared__ int warp_counts[32];
   __shared__ int base;
   const int64_t m = blockIdx.x;
   const int32_t* row = idx + m * K;
+  if (staged) {
+    for (int64_t j = threadIdx.x; j < K; j += blockDim.x) row_s[j] = row[j];
+    row = row_s;
+  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   if (threadIdx.x == 0) base = 0;
   __syncthreads();
@@ -273,7 +279,9 @@ cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, in
 cudaError_t launch_dedup_idx(const int32_t* comp_idx, int64_t M, int64_t K, int64_t E,
                              int32_t* list, int32_t* count, int32_t* err, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
-  dedup_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(comp_idx, K, E, list, count, err);
+  const bool staged = K * sizeof(int32_t) <= 32 * 1024;
+  dedup_kernel<<<static_cast<unsigned>(M), kThreads, staged ? K * sizeof(int32_t) : 0, stream>>>(
+      comp_idx, K, E, staged, list, count, err);
   return cudaGetLastError();
 }
 
