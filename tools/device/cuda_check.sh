@@ -95,6 +95,28 @@ run_tests() {
   fi
 }
 
+# More checks of the op tests (they take seconds): fresh seeds in a shuffled order, then
+# compute-sanitizer's memcheck (out-of-bounds / misaligned accesses) and racecheck (shared-memory
+# races), each bounded in time.
+OPS_FILTER='Ops.*:Attn.*:Moe.*'
+check_more() {
+  local bin=$1 cs
+  DEEPINFER_SOURCE_DIR=$ROOT timeout 90 "$bin" --gtest_brief=1 --gtest_filter="$OPS_FILTER" \
+    --gtest_repeat="${CUDA_CHECK_REPEAT:-3}" --gtest_shuffle >"$OUT/repeat.log" 2>&1
+  note "op tests x${CUDA_CHECK_REPEAT:-3} (fresh seeds, shuffled): rc $? $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/repeat.log") failures"
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [[ -x $cs ]] || { note "compute-sanitizer not found"; return; }
+  # racecheck: the kernels that share data through shared memory (attention side, hc, router).
+  local filter
+  for tool in memcheck racecheck; do
+    filter=$OPS_FILTER
+    [[ $tool == racecheck ]] && filter='Attn.*:Moe.RouteMatchesCpu:Ops.HcPrePostHeadMatchCpu:Ops.RmsNorm*'
+    timeout 120 "$cs" --tool "$tool" --error-exitcode 3 "$bin" --gtest_brief=1 \
+      --gtest_filter="$filter" >"$OUT/sanitizer_$tool.log" 2>&1
+    note "compute-sanitizer $tool: rc $? $(grep -ho 'ERROR SUMMARY: [0-9]* error[s]*\|RACECHECK SUMMARY: [0-9]* hazard[s]*[^.]*' "$OUT/sanitizer_$tool.log" | tail -1) ($(elapsed)s)"
+  done
+}
+
 if [[ -n "$PREBUILT" ]]; then
   PB=/tmp/cuda_prebuilt
   rm -rf "$PB" && mkdir -p "$PB" && tar -xJf "$PREBUILT/pb.tar.xz" -C "$PB"
@@ -113,6 +135,7 @@ if [[ -n "$PREBUILT" ]]; then
     fi
     run_tests prebuilt "$PB/cuda_tests"
     [[ -x "$PB/cuda_op_bench" ]] && timeout 120 "$PB/cuda_op_bench" >"$OUT/bench_prebuilt.log" 2>&1
+    check_more "$PB/cuda_tests"
   else
     note "prebuilt: unresolved libraries (see ldd_prebuilt.log)"
   fi
