@@ -180,3 +180,11 @@ for f in "$OUT"/tests_*.log; do
   [[ -s $f ]] && grep -E '^\[  FAILED  \]|Failure|Expected|Which is|error' "$f" | head -30 |
     sed "s|^|$(basename "$f" .log): |"
 done
+
+# At most a few files come back from a device call: one archive of every log, plus the summary.
+{
+  for s in "${SUMMARY[@]}"; do echo "$s"; done
+  cat "$OUT"/golden_*.txt "$OUT"/bench_*.log 2>/dev/null
+} >"$OUT/summary.txt"
+(cd "$OUT" && tar -czf all_logs.tar.gz --exclude=all_logs.tar.gz --exclude=summary.txt . &&
+  find . -maxdepth 1 -type f ! -name all_logs.tar.gz ! -name summary.txt -delete)
