@@ -205,7 +205,8 @@ void BpeModel::initial_symbols(std::string_view w, std::vector<uint32_t>& ids) c
     for (char c : w) utf8_append(mapped, byte_to_char()[static_cast<unsigned char>(c)]);
     w = mapped;
   }
-  std::optional<uint32_t> pending_unk = std::nullopt;
+  bool have_unk = false;  // an unk symbol waiting to be emitted (or fused with the next)
+  uint32_t pending_unk = 0;
   std::string s;
   for (size_t i = 0; i < w.size();) {
     char32_t cp;
@@ -218,8 +219,8 @@ void BpeModel::initial_symbols(std::string_view w, std::vector<uint32_t>& ids) c
     i += n;
     auto it = vocab_.find(s);
     if (it != vocab_.end()) {
-      if (pending_unk) ids.push_back(*pending_unk);
-      pending_unk.reset();
+      if (have_unk) ids.push_back(pending_unk);
+      have_unk = false;
       ids.push_back(it->second);
       continue;
     }
@@ -236,12 +237,13 @@ void BpeModel::initial_symbols(std::string_view w, std::vector<uint32_t>& ids) c
       }
     }
     if (unk_id_) {
-      if (pending_unk && !fuse_unk_) ids.push_back(*pending_unk);
+      if (have_unk && !fuse_unk_) ids.push_back(pending_unk);
       pending_unk = *unk_id_;
+      have_unk = true;
     }
     // Without an unk_token the character is dropped, as in HF.
   }
-  if (pending_unk) ids.push_back(*pending_unk);
+  if (have_unk) ids.push_back(pending_unk);
 }
 
 void BpeModel::merge(std::vector<uint32_t>& ids) const {

@@ -440,7 +440,11 @@ std::vector<ChatMessage> parse_chat_messages(std::string_view messages_json,
     ojson tools = parse_ordered(std::string(tools_json), "tools");
     DI_CHECK(tools.is_array(), ErrorCode::kInvalidArgument, "chat: tools must be a JSON array");
     auto sys = std::find_if(out.begin(), out.end(), [](auto& m) { return m.role == "system"; });
-    if (sys == out.end()) sys = out.insert(out.begin(), ChatMessage{.role = "system"});
+    if (sys == out.end()) {
+      ChatMessage m;
+      m.role = "system";
+      sys = out.insert(out.begin(), std::move(m));
+    }
     for (const ojson& t : tools) sys->tools.push_back(t.dump());
   }
   return out;

@@ -60,7 +60,12 @@ std::vector<std::string> edge_case_docs() {
   d.push_back(
       "x1y22z333w4444v55555 a1b2c3 007 1.2.3.4 -42 +17 3/4 99% $1,234.56 2024-01-31T23:59:59Z");
   std::string ws;
-  for (int n = 1; n <= 24; ++n) ws += "w" + std::string(n, ' ') + "x" + std::string(n % 5, '\t');
+  for (int n = 1; n <= 24; ++n) {
+    ws += 'w';
+    ws.append(n, ' ');
+    ws += 'x';
+    ws.append(n % 5, '\t');
+  }
   d.push_back(ws);
   d.push_back("  leading spaces\ttab\t\ttabs \t mixed\t \n  \n\n\n   trailing   ");
   d.push_back("line1\r\nline2\r\n\r\nline3\rline4\n\rline5 \r\n \r\n\t\r\n");
@@ -71,7 +76,10 @@ std::vector<std::string> edge_case_docs() {
               cp(0x85) + cp(0x85) + " x " + cp(0xA0) + cp(0x3000) + cp(0x2009) + "thin" +
               cp(0x200B) + "zwsp" + cp(0xFEFF) + "bom" + cp(0x200D) + "zwj" + cp(0x1680));
   std::string controls;
-  for (int c = 1; c < 32; ++c) controls += std::string("c") + static_cast<char>(c);
+  for (int c = 1; c < 32; ++c) {
+    controls += 'c';
+    controls += static_cast<char>(c);
+  }
   controls += std::string("nul:") + '\0' + "end del:\x7F";
   d.push_back(controls);
   d.push_back(
@@ -85,8 +93,8 @@ std::vector<std::string> edge_case_docs() {
       "☺️ "
       "✌︎ "
       "✌️");
-  d.push_back("e" + cp(0x301) + cp(0x302) + cp(0x303) + cp(0x304) + " a" + cp(0x308) + cp(0x323) +
-              " " + cp(0x1100) + cp(0x1161) + cp(0x11A8) +
+  d.push_back(std::string("e") + cp(0x301) + cp(0x302) + cp(0x303) + cp(0x304) + " a" + cp(0x308) +
+              cp(0x323) + " " + cp(0x1100) + cp(0x1161) + cp(0x11A8) +
               " Hangul jamo; Devanagari क्षि; "
               "Thai กิ่ ; Arabic marks بِسْمِ ; Hebrew points שָׁלוֹם; zalgo ṱ̵̢̻̝̓̀h̸͖̅̕e̵̡̪̎̕");
   d.push_back(
@@ -98,8 +106,8 @@ std::vector<std::string> edge_case_docs() {
       "word<｜User｜>word<｜Assistant｜><｜Assistant｜>; partial: <｜User <｜Assist <｜ ｜> "
       "<｜fim▁hole｜><｜fim▁begin｜>code<｜fim▁end｜> <｜tool▁calls▁begin｜><｜tool▁sep｜>"
       "<｜▁pad▁｜> spaced < ｜User｜> <|User|> <think></think> <｜place▁holder▁no▁5｜>");
-  d.push_back("Invalid-looking: " + cp(0xFFFD) + cp(0xFFFE) + cp(0xFFFF) + cp(0x10FFFF) +
-              cp(0xE000) + cp(0xF8FF) + cp(0xFFFF0) +
+  d.push_back(std::string("Invalid-looking: ") + cp(0xFFFD) + cp(0xFFFE) + cp(0xFFFF) +
+              cp(0x10FFFF) + cp(0xE000) + cp(0xF8FF) + cp(0xFFFF0) +
               " overlong-as-text \\xC0\\x80 \\uD800 "
               "%C3%A9 &#x1F600; \\N{SNOWMAN} ﷽ ﷺ ꧁꧂ ༺༻");
   for (std::string& r : random_unicode_docs()) d.push_back(std::move(r));
