@@ -186,5 +186,7 @@ done
   for s in "${SUMMARY[@]}"; do echo "$s"; done
   cat "$OUT"/golden_*.txt "$OUT"/bench_*.log 2>/dev/null
 } >"$OUT/summary.txt"
-(cd "$OUT" && tar -czf all_logs.tar.gz --exclude=all_logs.tar.gz --exclude=summary.txt . &&
-  find . -maxdepth 1 -type f ! -name all_logs.tar.gz ! -name summary.txt -delete)
+# (The archive is written outside $OUT first: tar must not read the file it is writing.)
+(cd "$OUT" && tar -czf /tmp/cuda_check_logs.tar.gz --exclude=summary.txt . &&
+  find . -maxdepth 1 -type f ! -name summary.txt -delete &&
+  mv /tmp/cuda_check_logs.tar.gz all_logs.tar.gz)
