@@ -13,12 +13,12 @@ enum class EngineType { kNormal, kPrompt, kCompletion };
 struct EngineConfig {
   std::string model;  // checkpoint directory (HF layout); empty = the embedded default model
   std::string tokenizer;  // tokenizer.json or its directory; empty = the model directory
-  std::string device = "cpu";
+  std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
   EngineType engine_type = EngineType::kNormal;
   int expert_parallel_size = 1;
   int data_parallel_size = 1;
-  // Fraction of the device memory the engine may use (weights + state); sizes state memory on
-  // GPUs. On the CPU, state memory comes from max_state_bytes.
+  // Fraction of the device memory the engine may use (weights + state + activations); on GPUs
+  // it sizes state memory. On the CPU, state memory comes from max_state_bytes.
   double gpu_memory_utilization = 0.9;
   int64_t max_state_bytes = 2LL << 30;  // per-sequence model state budget on the CPU
   int64_t state_page_tokens = 0;        // tokens per page of compressed entries; 0 = automatic

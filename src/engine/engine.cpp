@@ -9,6 +9,10 @@
 #include "core/env.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_checker.h"
+#ifdef DEEPINFER_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device_info.h"
+#endif
 
 namespace deepinfer {
 
@@ -46,6 +50,21 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// "cpu", "cuda" or "cuda:N".
+std::unique_ptr<Backend> make_backend(const std::string& device, int* cuda_index) {
+  if (device == "cpu") return make_cpu_backend();
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+#ifdef DEEPINFER_HAVE_CUDA
+    *cuda_index = device == "cuda" ? 0 : std::stoi(device.substr(5));
+    return make_cuda_backend(*cuda_index);
+#else
+    fail(ErrorCode::kUnsupported, "device '{}': this build has no CUDA backend (configure with "
+         "-DDEEPINFER_CUDA=ON where nvcc is installed)", device);
+#endif
+  }
+  fail(ErrorCode::kInvalidArgument, "device '{}' is not one of cpu, cuda, cuda:N", device);
+}
+
 uint64_t random_seed() {
   static std::mt19937_64 gen{std::random_device{}()};
   return gen();
@@ -55,13 +74,11 @@ uint64_t random_seed() {
 
 Engine::Engine(const EngineConfig& config) : config_(config) {
   config_.validate();
-  DI_CHECK(config_.device == "cpu", ErrorCode::kUnsupported,
-           "device '{}' is not available in this build (the CUDA backend is issue 6); use 'cpu'",
-           config_.device);
   DI_CHECK(config_.engine_type != EngineType::kCompletion, ErrorCode::kUnsupported,
            "engine_type COMPLETION needs state handed over from a PROMPT engine, which is not "
            "built yet");
-  backend_ = make_cpu_backend();
+  int cuda_index = -1;
+  backend_ = make_backend(config_.device, &cuda_index);
   model_ = deepseek_v4::Model::load(config_.model, *backend_);
   const ModelConfig& mc = model_->config();
 
@@ -78,8 +95,25 @@ Engine::Engine(const EngineConfig& config) : config_(config) {
       std::find(eos_ids_.begin(), eos_ids_.end(), int32_t(*tokenizer_->eos_id())) == eos_ids_.end())
     eos_ids_.push_back(static_cast<int32_t>(*tokenizer_->eos_id()));
 
-  memory_ = std::make_unique<StateMemory>(StateLayout::for_model(mc, sizeof(float), config_.state_page_tokens),
-                                          config_.max_state_bytes);
+  int64_t state_budget = config_.max_state_bytes;
+#ifdef DEEPINFER_HAVE_CUDA
+  if (cuda_index >= 0) {
+    // gpu_memory_utilization bounds everything on the device; what the weights left, less a
+    // tenth for activations of the largest step, holds sequence state.
+    size_t free_b = 0, total_b = 0;
+    DI_CHECK(cuda::memory_info(cuda_index, &free_b, &total_b), ErrorCode::kInternal,
+             "cannot read the memory of cuda:{}", cuda_index);
+    const double allowed = config_.gpu_memory_utilization * double(total_b) - double(total_b - free_b);
+    DI_CHECK(allowed > 0, ErrorCode::kOutOfMemory,
+             "gpu_memory_utilization={} leaves no room for state after loading the weights "
+             "({:.1f} of {:.1f} GiB in use)",
+             config_.gpu_memory_utilization, (total_b - free_b) / 1073741824.0,
+             total_b / 1073741824.0);
+    state_budget = static_cast<int64_t>(0.9 * allowed);
+  }
+#endif
+  memory_ = std::make_unique<StateMemory>(
+      StateLayout::for_model(mc, sizeof(float), config_.state_page_tokens), state_budget);
   max_model_len_ = config_.max_model_len > 0 ? config_.max_model_len : mc.max_position_embeddings;
   DI_CHECK(max_model_len_ > 0, ErrorCode::kInvalidArgument,
            "max_model_len is unset and the model config has no max_position_embeddings");

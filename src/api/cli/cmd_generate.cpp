@@ -15,7 +15,7 @@ namespace deepinfer::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, tokenizer, prompt, prompt_ids, prompts_file;
+  std::string model, tokenizer, prompt, prompt_ids, prompts_file, device = "cpu";
   bool chat = false, thinking = false, json = false, ignore_eos = false;
   int max_tokens = 64, top_k = 0, logprobs = -2;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
@@ -78,6 +78,7 @@ int run_generate(const GenerateArgs& a) {
   EngineConfig cfg;
   cfg.model = a.model;
   cfg.tokenizer = a.tokenizer;
+  cfg.device = a.device;
   cfg.max_num_seqs = a.max_num_seqs;
   cfg.max_prefill_tokens = a.max_prefill_tokens;
   LLM llm(cfg);
@@ -134,6 +135,7 @@ CommandRegistrar reg(
       auto a = std::make_shared<GenerateArgs>();
       sub.add_option("--model", a->model, "checkpoint directory (default: the bundled model)");
       sub.add_option("--tokenizer", a->tokenizer, "tokenizer.json or its directory");
+      sub.add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
       sub.add_option("--prompt", a->prompt, "a text prompt");
       sub.add_option("--prompt-ids", a->prompt_ids, "a prompt as comma-separated token ids");
       sub.add_option("--prompts-file", a->prompts_file,

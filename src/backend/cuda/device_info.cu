@@ -19,6 +19,18 @@ std::vector<DeviceInfo> list_devices() {
   return out;
 }
 
+bool memory_info(int device, size_t* free_bytes, size_t* total_bytes) {
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const bool ok = cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess;
+  if (!ok) cudaGetLastError();
+  cudaSetDevice(current);
+  return ok;
+}
+
 std::string unavailable_reason() {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);

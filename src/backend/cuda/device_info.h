@@ -15,6 +15,9 @@ struct DeviceInfo {
 };
 
 std::vector<DeviceInfo> list_devices();
+// Free and total bytes of device memory right now; false when the device cannot be queried.
+bool memory_info(int device, size_t* free_bytes, size_t* total_bytes);
+
 // Why no device is usable (driver missing, no GPU...), or "" when at least one is.
 std::string unavailable_reason();
 
