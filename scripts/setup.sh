@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config clang-format
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libfmt-dev libcli11-dev libpcre2-dev libopenblas-dev
+  nlohmann-json3-dev libfmt-dev libcli11-dev libpcre2-dev libicu-dev libopenblas-dev
   python3 python3-numpy python3-pytest pybind11-dev python3-dev
   nodejs
 )
