@@ -1,0 +1,212 @@
+// `deepinfer bench`: prefill / decode step benchmarks against the roofline, and serve-style
+// latency (TTFT, TPOT, ITL, E2EL) through the engine. See src/bench/runner.h and serve.h.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "api/cli/command.h"
+#include "bench/machine.h"
+#include "bench/roofline.h"
+#include "bench/runner.h"
+#include "bench/serve.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "model/deepseek_v4/model.h"
+
+namespace deepinfer::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct BenchArgs {
+  std::string model, mode = "decode", device = "cpu", json_out, decode_num_requests = "1";
+  int64_t prefill_batch_size = 2048, prefill_seqs = 1, context_length = 0, fill_chunk = 2048;
+  int output_len = 0, input_len = 128, num_prompts = 32, warmup_steps = -1, num_steps = 60;
+  int max_num_seqs = 256;
+  int64_t max_prefill_tokens = 8192;
+  double request_rate = INFINITY, peak_gbs = 0, peak_tflops = 0;
+  uint64_t seed = 0;
+  bool print_steps = false;
+};
+
+std::vector<int64_t> parse_counts(const std::string& text) {
+  std::vector<int64_t> v;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    try {
+      size_t used = 0;
+      const long long n = std::stoll(item, &used);
+      DI_CHECK(used == item.size() && n > 0, ErrorCode::kInvalidArgument, "bad");
+      v.push_back(n);
+    } catch (const std::exception&) {
+      fail(ErrorCode::kInvalidArgument,
+           "--decode-num-requests: '{}' is not a positive integer (expected e.g. 1,4,16)", item);
+    }
+  }
+  DI_CHECK(!v.empty(), ErrorCode::kInvalidArgument, "--decode-num-requests is empty");
+  return v;
+}
+
+json config_json(const ModelConfig& c) {
+  const bench::ParamCounts p = bench::param_counts(c);
+  return json{{"vocab_size", c.vocab_size},
+              {"hidden_size", c.hidden_size},
+              {"num_hidden_layers", c.num_hidden_layers},
+              {"n_routed_experts", c.n_routed_experts},
+              {"num_experts_per_tok", c.num_experts_per_tok},
+              {"params_total", p.total},
+              {"params_active_per_token", p.active_per_token}};
+}
+
+void write_json(const std::string& path, const json& j) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  DI_CHECK(out.good(), ErrorCode::kNotFound, "--json-out: cannot write '{}'", path);
+  out << j.dump(2) << "\n";
+  std::fprintf(stderr, "wrote %s\n", path.c_str());
+}
+
+int run_serve_mode(const BenchArgs& a, json doc) {
+  EngineConfig cfg;
+  cfg.model = a.model;
+  cfg.device = a.device;
+  cfg.show_progress = false;
+  cfg.max_num_seqs = a.max_num_seqs;
+  cfg.max_prefill_tokens = a.max_prefill_tokens;
+  Engine engine(cfg);
+  bench::ServeOptions o;
+  o.num_prompts = a.num_prompts;
+  o.request_rate = a.request_rate;
+  o.input_len = a.input_len;
+  o.output_len = a.output_len > 0 ? a.output_len : 32;
+  o.seed = a.seed;
+  std::fprintf(stderr, "serve: %d prompts, %d in / %d out tokens, rate %s req/s\n", o.num_prompts,
+               o.input_len, o.output_len,
+               std::isinf(o.request_rate) ? "inf" : fmt::format("{:g}", o.request_rate).c_str());
+  const bench::ServeResult r = bench::run_serve(engine, o);
+  std::printf("%s", bench::serve_report(r).c_str());
+  doc["config"] = config_json(engine.model_config());
+  doc["serve"] = bench::serve_json(r);
+  write_json(a.json_out, doc);
+  return 0;
+}
+
+int run_bench(const BenchArgs& a) {
+  DI_CHECK(a.mode == "prefill" || a.mode == "decode" || a.mode == "serve",
+           ErrorCode::kInvalidArgument, "--mode: '{}' is not one of prefill, decode, serve",
+           a.mode);
+  DI_CHECK(a.device == "cpu", ErrorCode::kUnsupported,
+           "--device '{}': this build benchmarks the CPU backend; the runners take any Backend "
+           "(bench::BenchRunner) and a device timer (bench::make_step_timer) once one exists",
+           a.device);
+  json doc{{"tool", "deepinfer bench"},
+           {"mode", a.mode},
+           {"model", a.model},
+           {"device", a.device},
+           {"threads", ThreadPool::global().size()},
+           {"seed", a.seed}};
+  if (a.mode == "serve") return run_serve_mode(a, doc);
+
+  auto backend = make_cpu_backend();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = deepseek_v4::Model::load(a.model, *backend);
+  std::fprintf(stderr, "loaded %s in %.1f s\n", a.model.c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  const bench::ProbedPeaks peaks = bench::machine_peaks(*backend, a.peak_gbs, a.peak_tflops);
+  std::fprintf(stderr, "peaks: %s\n", peaks.description.c_str());
+  bench::BenchSetup setup;
+  setup.peaks = peaks.peaks;
+  setup.dtypes = bench::backend_dtypes(*backend);
+  setup.seed = a.seed;
+  setup.fill_chunk_tokens = a.fill_chunk;
+  bench::BenchRunner runner(*model, setup);
+
+  std::vector<bench::RunResult> runs;
+  if (a.mode == "prefill") {
+    const int warmup = a.warmup_steps >= 0 ? a.warmup_steps : 5;
+    std::fprintf(
+        stderr, "prefill: %lld tokens/step over %lld seq(s), context %lld, %d warm-up + %d steps\n",
+        static_cast<long long>(a.prefill_batch_size), static_cast<long long>(a.prefill_seqs),
+        static_cast<long long>(a.context_length), warmup, a.num_steps);
+    runs.push_back(runner.run_prefill(a.prefill_batch_size, a.prefill_seqs, a.context_length,
+                                      warmup, a.num_steps));
+  } else {
+    const int warmup = a.warmup_steps >= 0 ? a.warmup_steps : 50;
+    const int steps = a.output_len > 0 ? a.output_len - warmup : a.num_steps;
+    DI_CHECK(steps > 0, ErrorCode::kInvalidArgument,
+             "--output-len {} leaves no logged steps after {} warm-up steps", a.output_len, warmup);
+    for (int64_t n : parse_counts(a.decode_num_requests)) {
+      std::fprintf(stderr, "decode: %lld request(s), context %lld, %d warm-up + %d steps\n",
+                   static_cast<long long>(n), static_cast<long long>(a.context_length), warmup,
+                   steps);
+      runs.push_back(runner.run_decode(n, a.context_length, warmup, steps));
+    }
+  }
+  for (const auto& r : runs)
+    if (a.print_steps) std::printf("%s\n", bench::steps_table(r, peaks.peaks).c_str());
+  std::printf("%s", bench::summary_table(runs, peaks.peaks).c_str());
+
+  doc["config"] = config_json(model->config());
+  doc["timer"] = runner.timer().name();
+  doc["machine"] = {{"peak_gbs", peaks.peaks.bytes_per_s / 1e9},
+                    {"peak_tflops", peaks.peaks.flops_per_s / 1e12},
+                    {"peaks_from", peaks.description}};
+  doc["dtypes"] = {{"weight_bytes", setup.dtypes.weight},
+                   {"param_bytes", setup.dtypes.param},
+                   {"state_bytes", setup.dtypes.state}};
+  json jr = json::array();
+  for (const auto& r : runs) jr.push_back(bench::run_json(r, peaks.peaks));
+  doc["runs"] = std::move(jr);
+  write_json(a.json_out, doc);
+  return 0;
+}
+
+CommandRegistrar reg(
+    "bench",
+    "Benchmark prefill / decode steps against the roofline, or serve latency (TTFT, TPOT, ITL)",
+    [](CLI::App& sub) -> CommandFn {
+      auto a = std::make_shared<BenchArgs>();
+      sub.add_option("--model", a->model, "checkpoint directory (HF layout)")->required();
+      sub.add_option("--mode", a->mode, "prefill | decode | serve (default decode)")
+          ->check(CLI::IsMember({"prefill", "decode", "serve"}));
+      sub.add_option("--device", a->device, "cpu (default)");
+      sub.add_option("--prefill-batch-size", a->prefill_batch_size,
+                     "prefill: new tokens per step (default 2048)");
+      sub.add_option("--prefill-seqs", a->prefill_seqs,
+                     "prefill: sequences sharing a step's tokens (default 1)");
+      sub.add_option("--decode-num-requests", a->decode_num_requests,
+                     "decode: concurrent requests; a comma list sweeps (default 1)");
+      sub.add_option("--context-length", a->context_length,
+                     "tokens of state each sequence holds before the timed steps (default 0)");
+      sub.add_option("--output-len", a->output_len,
+                     "decode: steps per request incl. warm-up (default warm-up + --num-steps); "
+                     "serve: output tokens per request (default 32)");
+      sub.add_option("--warmup-steps", a->warmup_steps,
+                     "untimed steps first (default 5 prefill, 50 decode)");
+      sub.add_option("--num-steps", a->num_steps, "logged steps (default 60)");
+      sub.add_option("--fill-chunk", a->fill_chunk,
+                     "tokens per forward when filling context untimed (default 2048)");
+      sub.add_option("--input-len", a->input_len, "serve: prompt tokens per request (default 128)");
+      sub.add_option("--num-prompts", a->num_prompts, "serve: requests (default 32)");
+      sub.add_option("--request-rate", a->request_rate,
+                     "serve: Poisson arrival rate in requests/s (default inf: all at once)");
+      sub.add_option("--max-num-seqs", a->max_num_seqs, "serve: engine decode batch limit");
+      sub.add_option("--max-prefill-tokens", a->max_prefill_tokens,
+                     "serve: engine prefill tokens per step");
+      sub.add_option("--peak-gbs", a->peak_gbs,
+                     "memory bandwidth peak for the roofline in GB/s (default: memcpy probe)");
+      sub.add_option("--peak-tflops", a->peak_tflops,
+                     "compute peak for the roofline in TFLOP/s (default: GEMM probe)");
+      sub.add_option("--seed", a->seed, "seed of the random prompt tokens");
+      sub.add_option("--json-out", a->json_out, "write every step and the summaries as JSON");
+      sub.add_flag("--print-steps", a->print_steps, "print one table row per logged step");
+      return [a] { return run_bench(*a); };
+    });
+
+}  // namespace
+}  // namespace deepinfer::cli

@@ -1,0 +1,92 @@
+// Offline step benchmarks over the model forward (`deepinfer bench --mode prefill|decode`), in
+// the spirit of DeepInfer's examples/benchmark.py: the model is driven directly (no scheduler),
+// untimed warm-up steps are skipped, then every logged step is timed and set against the
+// roofline of exactly the work it did.
+//
+// prefill: every step feeds `prefill_batch_size` new tokens, split over `prefill_seqs` fresh
+//   sequences, each holding `context_length` tokens of state filled (untimed) before the step.
+// decode: `num_requests` sequences hold `context_length` tokens of state (filled untimed in
+//   large batched chunks), then every step feeds one token per sequence (the previous step's
+//   greedy token), so the context grows by one per step.
+// Tokens are random ids from a SplitMix64 stream of the seed, drawn in a fixed order (the fill
+// chunk by chunk, sequence by sequence, then the first decode tokens; prefill: per step the fill,
+// then each sequence's chunk), which bench/transformers_baseline.py reproduces. Accounting counts
+// the real tokens of each step only.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/machine.h"
+#include "bench/roofline.h"
+#include "bench/splitmix.h"
+#include "model/deepseek_v4/model.h"
+
+namespace deepinfer::bench {
+
+struct StepRecord {
+  int index = 0;  // logged step number, from 0
+  double seconds = 0;
+  int64_t tokens = 0;  // new tokens fed (all sequences)
+  int64_t num_seqs = 0;
+  double mean_context = 0;  // tokens of state per sequence before the step
+  StepCost cost;
+};
+
+struct RunSpec {
+  std::string mode;  // "prefill" or "decode"
+  int64_t num_seqs = 1;
+  int64_t tokens_per_seq = 1;  // prefill: per sequence per step (the first ones get the remainder)
+  int64_t prefill_tokens = 0;  // prefill: tokens per step over all sequences
+  int64_t context_length = 0;
+  int warmup_steps = 0;
+  int num_steps = 60;
+};
+
+struct RunResult {
+  RunSpec spec;
+  std::vector<StepRecord> steps;
+  double fill_seconds = 0;  // untimed context fill (decode)
+};
+
+struct BenchSetup {
+  MachinePeaks peaks;
+  RooflineDtypes dtypes;
+  uint64_t seed = 0;
+  int64_t fill_chunk_tokens = 8192;  // tokens per untimed context-fill forward
+};
+
+class BenchRunner {
+ public:
+  BenchRunner(deepseek_v4::Model& model, const BenchSetup& setup);
+  RunResult run_prefill(int64_t prefill_tokens, int64_t num_seqs, int64_t context_length,
+                        int warmup_steps, int num_steps);
+  RunResult run_decode(int64_t num_requests, int64_t context_length, int warmup_steps,
+                       int num_steps);
+
+  const BenchSetup& setup() const { return setup_; }
+  const StepTimer& timer() const { return *timer_; }
+
+ private:
+  // Feeds `context` random tokens into each state, batching sequences into chunked forwards.
+  void fill_context(std::vector<deepseek_v4::SequenceState>& states, int64_t context);
+  std::vector<int32_t> random_ids(int64_t n);
+
+  deepseek_v4::Model& model_;
+  BenchSetup setup_;
+  std::unique_ptr<StepTimer> timer_;
+  SplitMix64 rng_;
+};
+
+// Per-step and summary numbers of a run as JSON (what --json-out holds per run).
+nlohmann::json step_json(const StepRecord& s, const MachinePeaks& peaks);
+nlohmann::json run_summary_json(const RunResult& r, const MachinePeaks& peaks);
+nlohmann::json run_json(const RunResult& r, const MachinePeaks& peaks, bool with_steps = true);
+
+// Readable tables: one line per run (summary), or one per step of a run.
+std::string summary_table(const std::vector<RunResult>& runs, const MachinePeaks& peaks);
+std::string steps_table(const RunResult& run, const MachinePeaks& peaks);
+
+}  // namespace deepinfer::bench
