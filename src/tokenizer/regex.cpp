@@ -3,12 +3,60 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <unicode/uchar.h>
+
+#include <cstdio>
+#include <map>
+
 #include "core/status.h"
 
 namespace deepinfer::tokenizer {
 namespace {
 
-constexpr std::string_view kWordClass = "\\p{L}\\p{M}\\p{Nd}\\p{Pc}";
+struct GcRange {
+  uint32_t first, last;
+  uint8_t category;  // index into kGcNames
+};
+#include "tokenizer/unicode_gc_table.inc"
+
+// For each general category name (one letter or two), the characters PCRE2's tables do not know
+// yet (assigned after its Unicode version) that Oniguruma / node put in that category, written as
+// PCRE2 class ranges. Appended to \p{..} so both engines agree on new scripts and emoji.
+const std::map<std::string, std::string, std::less<>>& category_additions() {
+  static const std::map<std::string, std::string, std::less<>> table = [] {
+    char buf[32] = {};
+    pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, buf);
+    unsigned major = 0, minor = 0;
+    std::sscanf(buf, "%u.%u", &major, &minor);
+    auto unknown_to_pcre2 = [&](UChar32 c) {
+      if (u_charType(c) == U_UNASSIGNED) return true;  // newer than ICU as well
+      UVersionInfo age;
+      u_charAge(c, age);
+      return age[0] > major || (age[0] == major && age[1] > minor);
+    };
+    std::map<std::string, std::string, std::less<>> adds;
+    auto append = [&](const std::string& name, uint32_t a, uint32_t b) {
+      char r[40];
+      std::snprintf(r, sizeof(r), a == b ? "\\x{%x}" : "\\x{%x}-\\x{%x}", a, b);
+      adds[name] += r;
+    };
+    for (const GcRange& r : kGcRanges) {
+      std::string two(kGcNames[r.category]);
+      std::string one = two.substr(0, 1);
+      for (uint32_t c = r.first; c <= r.last; ++c) {
+        if (!unknown_to_pcre2(static_cast<UChar32>(c))) continue;
+        uint32_t end = c;
+        while (end < r.last && unknown_to_pcre2(static_cast<UChar32>(end + 1))) ++end;
+        append(two, c, end);
+        append(one, c, end);
+        c = end;
+      }
+    }
+    return adds;
+  }();
+  return table;
+}
+
 constexpr std::string_view kSpaceClass = "\\s\\x{85}";
 constexpr std::string_view kHexClass = "0-9a-fA-F";
 
@@ -59,6 +107,27 @@ Pattern::Pattern(Pattern&&) noexcept = default;
 Pattern& Pattern::operator=(Pattern&&) noexcept = default;
 Pattern::~Pattern() = default;
 
+// \p{X} for a general category X, with the characters PCRE2 does not know yet added.
+// `negate`: \P{X} or \p{^X}. Returns false for names we leave to PCRE2 (scripts, ...).
+static bool emit_category(std::string_view name, bool negate, bool in_class, std::string& out) {
+  const auto& adds = category_additions();
+  auto it = adds.find(name);
+  bool known =
+      it != adds.end() || (name.size() <= 2 && !name.empty() &&
+                           std::string_view("LMNPSZC").find(name[0]) != std::string_view::npos);
+  if (!known) return false;
+  std::string body = "\\p{" + std::string(name) + "}" + (it != adds.end() ? it->second : "");
+  if (in_class) {
+    if (negate) return false;  // a negated property inside a class cannot take additions
+    out += body;
+  } else {
+    out += negate ? "[^" : "[";
+    out += body;
+    out += ']';
+  }
+  return true;
+}
+
 std::string Pattern::translate(std::string_view p) {
   std::string out;
   out.reserve(p.size() + 16);
@@ -67,40 +136,65 @@ std::string Pattern::translate(std::string_view p) {
     char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
       char e = p[i + 1];
-      ++i;
-      auto emit = [&](std::string_view cls, bool negate) {
-        if (in_class) {
-          // A negated shorthand inside a class cannot be expanded inline; keep PCRE2's meaning.
-          if (negate) {
-            out += '\\';
-            out += e;
-          } else {
-            out += cls;
+      // \p{Name}, \p{^Name}, \P{Name}, \pL
+      if (e == 'p' || e == 'P') {
+        size_t name_start = i + 2, name_end = i + 3, next = i + 3;
+        if (i + 2 < p.size() && p[i + 2] == '{') {
+          size_t close = p.find('}', i + 3);
+          if (close != std::string_view::npos) {
+            name_start = i + 3;
+            name_end = close;
+            next = close + 1;
           }
-        } else {
-          out += negate ? "[^" : "[";
-          out += cls;
-          out += ']';
         }
-      };
+        if (name_end <= p.size() && name_start < name_end) {
+          std::string_view name = p.substr(name_start, name_end - name_start);
+          bool negate = e == 'P';
+          if (name.front() == '^') {
+            negate = !negate;
+            name.remove_prefix(1);
+          }
+          if (emit_category(name, negate, in_class, out)) {
+            i = next - 1;
+            continue;
+          }
+        }
+      }
+      ++i;
       switch (e) {
         case 's':
-          emit(kSpaceClass, false);
-          break;
         case 'S':
-          emit(kSpaceClass, true);
+          if (in_class && e == 'S') {
+            out += "\\S";  // cannot be expanded inside a class; PCRE2's meaning (no U+0085)
+          } else {
+            out += in_class ? "" : (e == 'S' ? "[^" : "[");
+            out += kSpaceClass;
+            out += in_class ? "" : "]";
+          }
           break;
         case 'w':
-          emit(kWordClass, false);
+        case 'W': {
+          // Oniguruma's \w: letters, marks, decimal digits, connector punctuation.
+          std::string cls;
+          for (std::string_view gc : {"L", "M", "Nd", "Pc"}) emit_category(gc, false, true, cls);
+          if (in_class && e == 'W') {
+            out += "\\W";
+          } else {
+            out += in_class ? "" : (e == 'W' ? "[^" : "[");
+            out += cls;
+            out += in_class ? "" : "]";
+          }
           break;
-        case 'W':
-          emit(kWordClass, true);
-          break;
+        }
         case 'h':
-          emit(kHexClass, false);
-          break;
-        case 'H':
-          emit(kHexClass, true);
+        case 'H':  // Ruby syntax: hex digit
+          if (in_class && e == 'H') {
+            out += "\\H";
+          } else {
+            out += in_class ? "" : (e == 'H' ? "[^" : "[");
+            out += kHexClass;
+            out += in_class ? "" : "]";
+          }
           break;
         default:
           out += '\\';

@@ -41,6 +41,11 @@ void add_chunks(const std::string& text, std::vector<std::string>& docs, size_t 
   if (!cur.empty()) docs.push_back(std::move(cur));
 }
 
+void s_append(std::string& s, char sep, char32_t c) {
+  s += sep;
+  utf8_append(s, c);
+}
+
 std::string cp(char32_t c) {
   std::string s;
   utf8_append(s, c);
@@ -116,6 +121,17 @@ std::vector<std::string> edge_case_docs() {
 
 std::vector<std::string> random_unicode_docs() {
   std::vector<std::string> d;
+  // Characters newer than the system PCRE2's Unicode tables: Kawi, CJK Ext H/I/J, Garay, Sidetic,
+  // Tolong Siki, Nag Mundari, new emoji (pink heart), Devanagari Ext-A.
+  std::string recent = "recent Unicode:";
+  for (char32_t c : {0x11F04u, 0x11F05u, 0x11F12u, 0x31350u, 0x31351u, 0x2EBF0u, 0x323B0u,
+                     0x10D4Au, 0x10D4Bu, 0x10D70u, 0x10940u, 0x11DB0u, 0x1E4D0u, 0x1E4D1u,
+                     0x1FA77u, 0x1FA75u, 0x1FAE8u, 0x11B00u, 0x1DF25u, 0x1E030u, 0x16EA0u}) {
+    s_append(recent, ' ', c);
+    utf8_append(recent, c);
+    recent += "x1 ";
+  }
+  d.push_back(recent);
   // Random code points from many assigned blocks (fixed seed: reproducible).
   const std::pair<char32_t, char32_t> ranges[] = {
       {0x20, 0x7E},       {0xA0, 0x24F},      {0x370, 0x3FF},     {0x400, 0x52F},
@@ -125,6 +141,17 @@ std::vector<std::string> random_unicode_docs() {
       {0x3000, 0x30FF},   {0x4E00, 0x9FFF},   {0xAC00, 0xD7A3},   {0xFF00, 0xFFEF},
       {0x1F300, 0x1F5FF}, {0x1F600, 0x1F64F}, {0x1D400, 0x1D7FF}, {0x20000, 0x2A6DF}};
   std::mt19937 rng(20240601);
+  // Any scalar value, assigned or not, from every plane.
+  for (int doc = 0; doc < 6; ++doc) {
+    std::string s;
+    for (int i = 0; i < 400; ++i) {
+      char32_t c = rng() % 0x110000;
+      if (c >= 0xD800 && c <= 0xDFFF) continue;
+      s += cp(c);
+      if (rng() % 5 == 0) s += ' ';
+    }
+    d.push_back(s);
+  }
   for (int doc = 0; doc < 24; ++doc) {
     std::string s;
     for (int i = 0; i < 400; ++i) {

