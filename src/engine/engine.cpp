@@ -9,8 +9,8 @@
 #include "core/env.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_checker.h"
+#include "engine/backend_factory.h"
 #ifdef DEEPINFER_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_info.h"
 #endif
 
@@ -48,21 +48,6 @@ namespace {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// "cpu", "cuda" or "cuda:N".
-std::unique_ptr<Backend> make_backend(const std::string& device, int* cuda_index) {
-  if (device == "cpu") return make_cpu_backend();
-  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
-#ifdef DEEPINFER_HAVE_CUDA
-    *cuda_index = device == "cuda" ? 0 : std::stoi(device.substr(5));
-    return make_cuda_backend(*cuda_index);
-#else
-    fail(ErrorCode::kUnsupported, "device '{}': this build has no CUDA backend (configure with "
-         "-DDEEPINFER_CUDA=ON where nvcc is installed)", device);
-#endif
-  }
-  fail(ErrorCode::kInvalidArgument, "device '{}' is not one of cpu, cuda, cuda:N", device);
 }
 
 uint64_t random_seed() {
