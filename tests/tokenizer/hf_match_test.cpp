@@ -85,6 +85,7 @@ TEST(TokenizerHf, AddSpecialPrependsBosFromConfig) {
 }
 
 TEST(TokenizerHf, DecodeOfEncodeIsIdentity) {
+  REQUIRE_NODE_MODULES();
   const Tokenizer& tok = deepseek();
   size_t bad = 0;
   for (const std::string& d : corpus().docs)
@@ -150,6 +151,7 @@ void expect_streaming_equals_decode(const Tokenizer& tok, const std::vector<uint
 }
 
 TEST(TokenizerHf, StreamingEqualsFullDecode) {
+  REQUIRE_NODE_MODULES();
   const Tokenizer& tok = deepseek();
   for (const std::string& d : corpus().docs) {
     std::vector<uint32_t> ids = tok.encode(d, true);
