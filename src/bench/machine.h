@@ -1,15 +1,16 @@
 // Machine peaks for the roofline and the clock that times a step.
 //
-// Peaks: given by flags, else probed here: memory bandwidth from a multithreaded memcpy (bytes
-// read + written per second, best of several runs over buffers far larger than the caches) and
-// compute from an fp32 GEMM through the backend (the same matmul the model uses). Probed peaks
-// are what this backend can reach, not the datasheet's.
+// Peaks: given by flags, else probed here: memory bandwidth from a multithreaded memcpy on the
+// CPU or a device-to-device copy through the backend (bytes read + written per second, best of
+// several runs over buffers far larger than the caches) and compute from a GEMM through the
+// backend (the same matmul the model uses, in its weight dtype). Probed peaks are what this
+// backend reaches, not the datasheet's.
 //
 // Timing: a StepTimer brackets one forward step. On the CPU the forward has finished when
-// forward_batch returns, so a steady clock is exact. A device backend adds its own timer here
-// (events recorded on its stream around the step; make_step_timer picks it by device); until
-// then its steps are timed by the steady clock too, which stays correct because forward_batch
-// downloads the logits (a synchronisation) before it returns.
+// forward_batch returns, so a steady clock is exact. On CUDA (builds with the CUDA backend)
+// make_step_timer returns a timer of CUDA events recorded on the backend's stream around the
+// step. Any other device falls back to the steady clock, which stays correct because
+// forward_batch downloads the logits (a synchronisation) before it returns.
 #pragma once
 
 #include <chrono>
@@ -55,8 +56,8 @@ class SteadyClockTimer : public StepTimer {
 // The timer for a backend's device (see the note above for device backends).
 std::unique_ptr<StepTimer> make_step_timer(Backend& backend);
 
-// The per-element byte sizes a backend moves: its weight dtype for matrices, fp32 parameters,
-// state in the weight dtype's width (fp32 on the CPU).
+// The per-element byte sizes a backend moves: its weight dtype for matrices (fp32 CPU, bf16
+// CUDA), fp32 parameters and fp32 state.
 RooflineDtypes backend_dtypes(const Backend& backend);
 
 }  // namespace deepinfer::bench
