@@ -187,7 +187,8 @@ CommandRegistrar reg(
       sub.add_option("--decode-num-requests", a->decode_num_requests,
                      "decode: concurrent requests; a comma list sweeps (default 1)");
       sub.add_option("--context-length", a->context_length,
-                     "tokens of state each sequence holds before the timed steps (default 0)");
+                     "tokens of state each sequence holds before the timed steps, filled untimed "
+                     "(prefill: refilled for the fresh sequences of every step; default 0)");
       sub.add_option("--output-len", a->output_len,
                      "decode: steps per request incl. warm-up (default warm-up + --num-steps); "
                      "serve: output tokens per request (default 32)");
@@ -200,9 +201,10 @@ CommandRegistrar reg(
       sub.add_option("--num-prompts", a->num_prompts, "serve: requests (default 32)");
       sub.add_option("--request-rate", a->request_rate,
                      "serve: Poisson arrival rate in requests/s (default inf: all at once)");
-      sub.add_option("--max-num-seqs", a->max_num_seqs, "serve: engine decode batch limit");
+      sub.add_option("--max-num-seqs", a->max_num_seqs,
+                     "serve: engine decode batch limit (default 256)");
       sub.add_option("--max-prefill-tokens", a->max_prefill_tokens,
-                     "serve: engine prefill tokens per step");
+                     "serve: engine prefill tokens per step (default 8192)");
       sub.add_option("--peak-gbs", a->peak_gbs,
                      "memory bandwidth peak for the roofline in GB/s (default: memcpy probe)");
       sub.add_option("--peak-tflops", a->peak_tflops,
