@@ -18,9 +18,11 @@ struct EngineConfig {
   int expert_parallel_size = 1;
   int data_parallel_size = 1;
   // Fraction of the device memory the engine may use (weights + state + activations); on GPUs
-  // it sizes state memory. On the CPU, state memory comes from max_state_bytes.
+  // it sizes state memory (capped by max_state_bytes when set).
   double gpu_memory_utilization = 0.9;
-  int64_t max_state_bytes = 2LL << 30;  // per-sequence model state budget on the CPU
+  // Upper bound on sequence-state memory; 0 = automatic (2 GiB on the CPU, on GPUs what
+  // gpu_memory_utilization leaves after the weights).
+  int64_t max_state_bytes = 0;
   int64_t state_page_tokens = 0;        // tokens per page of compressed entries; 0 = automatic
   int max_num_seqs = 256;               // sequences per decode step
   int64_t max_prefill_tokens = 8192;    // prompt tokens per prefill step (longer prompts chunk)

@@ -80,7 +80,7 @@ Engine::Engine(const EngineConfig& config) : config_(config) {
       std::find(eos_ids_.begin(), eos_ids_.end(), int32_t(*tokenizer_->eos_id())) == eos_ids_.end())
     eos_ids_.push_back(static_cast<int32_t>(*tokenizer_->eos_id()));
 
-  int64_t state_budget = config_.max_state_bytes;
+  int64_t state_budget = config_.max_state_bytes > 0 ? config_.max_state_bytes : int64_t{2} << 30;
 #ifdef DEEPINFER_HAVE_CUDA
   if (cuda_index >= 0) {
     // gpu_memory_utilization bounds everything on the device; what the weights left, less a
@@ -95,6 +95,7 @@ Engine::Engine(const EngineConfig& config) : config_(config) {
              config_.gpu_memory_utilization, (total_b - free_b) / 1073741824.0,
              total_b / 1073741824.0);
     state_budget = static_cast<int64_t>(0.9 * allowed);
+    if (config_.max_state_bytes > 0) state_budget = std::min(state_budget, config_.max_state_bytes);
   }
 #endif
   memory_ = std::make_unique<StateMemory>(

@@ -14,8 +14,8 @@ void EngineConfig::validate() const {
   DI_CHECK(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1,
            ErrorCode::kInvalidArgument, "gpu_memory_utilization={} must be in (0, 1]",
            gpu_memory_utilization);
-  DI_CHECK(max_state_bytes > 0, ErrorCode::kInvalidArgument, "max_state_bytes={} must be positive",
-           max_state_bytes);
+  DI_CHECK(max_state_bytes >= 0, ErrorCode::kInvalidArgument,
+           "max_state_bytes={} must be >= 0 (0 = automatic)", max_state_bytes);
   DI_CHECK(state_page_tokens >= 0, ErrorCode::kInvalidArgument,
            "state_page_tokens={} must be >= 0", state_page_tokens);
   DI_CHECK(max_num_seqs > 0, ErrorCode::kInvalidArgument, "max_num_seqs={} must be positive",

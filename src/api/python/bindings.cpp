@@ -249,7 +249,7 @@ PYBIND11_MODULE(_deepinfer, m) {
            py::arg("expert_parallel_size") = 1, py::arg("data_parallel_size") = 1,
            py::arg("gpu_memory_utilization") = 0.9, py::arg("max_num_seqs") = 256,
            py::arg("max_prefill_tokens") = 8192, py::arg("max_model_len") = 0,
-           py::arg("max_state_bytes") = int64_t{2} << 30, py::arg("device") = "cpu",
+           py::arg("max_state_bytes") = 0, py::arg("device") = "cpu",
            py::arg("engine_type") = "normal", py::arg("show_progress") = true)
       .def(
           "generate",
