@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "backend/arg_checks.h"
 #include "backend/backend.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -65,7 +66,9 @@ class CpuBackend final : public Backend {
 // Helpers shared by the cpu_*.cpp files.
 namespace cpu {
 
-inline constexpr int64_t kAny = -1;
+using arg_checks::expect_no_alias;
+using arg_checks::given;
+using arg_checks::kAny;
 
 // Throws kInvalidArgument naming the op and the tensor unless t is a non-empty contiguous host
 // tensor of the given dtype and shape (kAny matches any extent).
@@ -74,13 +77,6 @@ void expect(const char* op, const char* name, const TensorView& t, DType dtype,
 // Like expect(), with the shape (and dtype) of ref.
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref);
-// True when an optional argument was given: a non-null view (a [0, ...] tensor counts as given).
-inline bool given(const TensorView& t) {
-  return !t.empty();
-}
-// Throws unless the byte ranges of a and b are disjoint.
-void expect_no_alias(const char* op, const char* a_name, const TensorView& a, const char* b_name,
-                     const TensorView& b);
 
 inline ThreadPool& pool() {
   return ThreadPool::global();

@@ -130,72 +130,19 @@ size_t DeviceContext::cached_bytes() const {
 
 // ---- argument checks ---------------------------------------------------------------------------
 
-namespace {
-
-std::string expected_str(std::string_view dtypes, std::initializer_list<int64_t> shape) {
-  std::string s = fmt::format("{} [", dtypes);
-  int i = 0;
-  for (int64_t d : shape)
-    s += (i++ ? ", " : "") + (d == kAny ? std::string("*") : fmt::format("{}", d));
-  return s + "]";
-}
-
-void expect_impl(const char* op, const char* name, const TensorView& t, DType a, DType b,
-                 std::initializer_list<int64_t> shape) {
-  const std::string want =
-      a == b ? expected_str(dtype_name(a), shape)
-             : expected_str(fmt::format("{}|{}", dtype_name(a), dtype_name(b)), shape);
-  DI_CHECK(t.data() != nullptr || (t.ndim() > 0 && t.numel() == 0), ErrorCode::kInvalidArgument,
-           "{}: {} is missing (expected {})", op, name, want);
-  DI_CHECK(t.device() == Device::kCuda, ErrorCode::kInvalidArgument,
-           "{}: {} {} is not a device tensor (the CUDA backend needs device memory)", op, name,
-           t.shape_str());
-  bool ok = (t.dtype() == a || t.dtype() == b) && t.ndim() == static_cast<int>(shape.size());
-  int i = 0;
-  for (int64_t d : shape) {
-    if (!ok) break;
-    ok = d == kAny || t.dim(i) == d;
-    ++i;
-  }
-  DI_CHECK(ok, ErrorCode::kInvalidArgument, "{}: {} is {} {}, expected {}", op, name,
-           dtype_name(t.dtype()), t.shape_str(), want);
-  DI_CHECK(t.is_contiguous(), ErrorCode::kInvalidArgument, "{}: {} {} must be contiguous", op, name,
-           t.shape_str());
-}
-
-}  // namespace
-
 void expect(const char* op, const char* name, const TensorView& t, DType dtype,
             std::initializer_list<int64_t> shape) {
-  expect_impl(op, name, t, dtype, dtype, shape);
+  arg_checks::expect(op, name, t, Device::kCuda, dtype, dtype, shape);
 }
 
 void expect2(const char* op, const char* name, const TensorView& t, DType a, DType b,
              std::initializer_list<int64_t> shape) {
-  expect_impl(op, name, t, a, b, shape);
+  arg_checks::expect(op, name, t, Device::kCuda, a, b, shape);
 }
 
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref) {
-  DI_CHECK(t.data() != nullptr || (t.ndim() > 0 && t.numel() == 0), ErrorCode::kInvalidArgument,
-           "{}: {} is missing (expected the shape of {} {})", op, name, ref_name, ref.shape_str());
-  bool ok = t.dtype() == ref.dtype() && t.ndim() == ref.ndim();
-  for (int i = 0; ok && i < t.ndim(); ++i) ok = t.dim(i) == ref.dim(i);
-  DI_CHECK(ok, ErrorCode::kInvalidArgument, "{}: {} is {} {}, expected {} {} like {}", op, name,
-           dtype_name(t.dtype()), t.shape_str(), dtype_name(ref.dtype()), ref.shape_str(),
-           ref_name);
-  DI_CHECK(t.device() == Device::kCuda && t.is_contiguous(), ErrorCode::kInvalidArgument,
-           "{}: {} {} must be a contiguous device tensor", op, name, t.shape_str());
-}
-
-void expect_no_alias(const char* op, const char* a_name, const TensorView& a, const char* b_name,
-                     const TensorView& b) {
-  const auto* a0 = static_cast<const char*>(a.data());
-  const auto* b0 = static_cast<const char*>(b.data());
-  if (a0 == nullptr || b0 == nullptr || a.nbytes() == 0 || b.nbytes() == 0) return;
-  const bool disjoint = a0 + a.nbytes() <= b0 || b0 + b.nbytes() <= a0;
-  DI_CHECK(disjoint, ErrorCode::kInvalidArgument, "{}: {} {} must not overlap {} {}", op, a_name,
-           a.shape_str(), b_name, b.shape_str());
+  arg_checks::expect_like(op, name, t, ref_name, ref, Device::kCuda);
 }
 
 // ---- backend: lifecycle, errors, memory --------------------------------------------------------

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/arg_checks.h"
 #include "backend/backend.h"
 #include "core/tensor.h"
 
@@ -60,8 +61,11 @@ class DeviceContext {
   size_t cached_ = 0;
 };
 
-// Argument checks shared by the ops; messages name the op and the tensor.
-inline constexpr int64_t kAny = -1;
+// Argument checks shared by the ops (backend/arg_checks.h on device memory); messages name the
+// op and the tensor.
+using arg_checks::expect_no_alias;
+using arg_checks::given;
+using arg_checks::kAny;
 void expect(const char* op, const char* name, const TensorView& t, DType dtype,
             std::initializer_list<int64_t> shape);
 // Like expect() with one of two dtypes (weights: bf16 or f32).
@@ -69,11 +73,6 @@ void expect2(const char* op, const char* name, const TensorView& t, DType a, DTy
              std::initializer_list<int64_t> shape);
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref);
-void expect_no_alias(const char* op, const char* a_name, const TensorView& a, const char* b_name,
-                     const TensorView& b);
-inline bool given(const TensorView& t) {
-  return !t.empty();
-}
 
 class CudaBackend final : public Backend {
  public:
