@@ -30,7 +30,7 @@ struct CompletionOutput {
 };
 
 struct RequestMetrics {
-  double arrival_time = 0.0;      // seconds since the epoch
+  double arrival_time = 0.0;  // seconds since the epoch
   double first_scheduled_time = 0.0;
   double first_token_time = 0.0;
   double finished_time = 0.0;

@@ -44,8 +44,8 @@ std::string default_model_dir() {
   const std::string from_env = env::get_string("DEEPINFER_DEFAULT_MODEL");
   if (!from_env.empty()) return from_env;
   // Next to the binary's source tree (build/ lives in the checkout), else the compiled-in path.
-  const std::filesystem::path compiled = std::filesystem::path(DEEPINFER_SOURCE_DIR) / "models" /
-                                         "deepseek-v4-tiny-en";
+  const std::filesystem::path compiled =
+      std::filesystem::path(DEEPINFER_SOURCE_DIR) / "models" / "deepseek-v4-tiny-en";
   return compiled.string();
 }
 
@@ -58,7 +58,9 @@ LLM::~LLM() = default;
 LLM::LLM(LLM&&) noexcept = default;
 LLM& LLM::operator=(LLM&&) noexcept = default;
 
-Engine& LLM::engine() { return *engine_; }
+Engine& LLM::engine() {
+  return *engine_;
+}
 
 void LLM::set_progress_callback(std::function<void(size_t, size_t)> callback) {
   progress_ = std::move(callback);
@@ -133,17 +135,20 @@ std::string LLM::apply_chat_template(const std::vector<ChatMessage>& messages,
   std::vector<tokenizer::ChatMessage> msgs;
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
-    DI_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" ||
-                 m.role == "developer",
-             ErrorCode::kInvalidArgument, "messages[{}].role '{}' is not one of system, "
-             "developer, user, assistant", i, m.role);
+    DI_CHECK(
+        m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "developer",
+        ErrorCode::kInvalidArgument,
+        "messages[{}].role '{}' is not one of system, "
+        "developer, user, assistant",
+        i, m.role);
     tokenizer::ChatMessage cm;
     cm.role = m.role;
     cm.content = m.content;
     msgs.push_back(std::move(cm));
   }
   tokenizer::DeepSeekV4Options opts;
-  opts.thinking = enable_thinking ? tokenizer::ThinkingMode::kThinking : tokenizer::ThinkingMode::kChat;
+  opts.thinking =
+      enable_thinking ? tokenizer::ThinkingMode::kThinking : tokenizer::ThinkingMode::kChat;
   if (tok->config().bos_token) opts.bos_token = *tok->config().bos_token;
   if (tok->config().eos_token) opts.eos_token = *tok->config().eos_token;
   std::string text = tokenizer::render_deepseek_v4(msgs, opts);

@@ -7,7 +7,9 @@
 
 namespace deepinfer {
 
-double PerplexityResult::ppl() const { return std::exp(mean_nll()); }
+double PerplexityResult::ppl() const {
+  return std::exp(mean_nll());
+}
 
 PerplexityResult perplexity(deepseek_v4::Model& model, std::span<const int32_t> ids, int32_t bos,
                             int64_t ctx, int chunks_per_batch,

@@ -10,7 +10,9 @@ namespace deepinfer::arg_checks {
 
 namespace {
 
-const char* device_word(Device d) { return d == Device::kCpu ? "host" : "device"; }
+const char* device_word(Device d) {
+  return d == Device::kCpu ? "host" : "device";
+}
 
 std::string expected_str(DType a, DType b, std::initializer_list<int64_t> shape) {
   std::string s = a == b ? fmt::format("{} [", dtype_name(a))
@@ -23,8 +25,8 @@ std::string expected_str(DType a, DType b, std::initializer_list<int64_t> shape)
 
 }  // namespace
 
-void expect(const char* op, const char* name, const TensorView& t, Device device, DType a,
-            DType b, std::initializer_list<int64_t> shape) {
+void expect(const char* op, const char* name, const TensorView& t, Device device, DType a, DType b,
+            std::initializer_list<int64_t> shape) {
   DI_CHECK(t.data() != nullptr || (t.ndim() > 0 && t.numel() == 0), ErrorCode::kInvalidArgument,
            "{}: {} is missing (expected {})", op, name, expected_str(a, b, shape));
   DI_CHECK(t.device() == device, ErrorCode::kInvalidArgument,

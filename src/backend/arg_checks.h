@@ -12,8 +12,8 @@ inline constexpr int64_t kAny = -1;  // matches any extent
 
 // Throws kInvalidArgument unless t is a non-empty contiguous tensor on `device` whose dtype is
 // `a` or `b` and whose shape matches.
-void expect(const char* op, const char* name, const TensorView& t, Device device, DType a,
-            DType b, std::initializer_list<int64_t> shape);
+void expect(const char* op, const char* name, const TensorView& t, Device device, DType a, DType b,
+            std::initializer_list<int64_t> shape);
 // Like expect(), with the dtype and shape of ref.
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref, Device device);
@@ -21,6 +21,8 @@ void expect_like(const char* op, const char* name, const TensorView& t, const ch
 void expect_no_alias(const char* op, const char* a_name, const TensorView& a, const char* b_name,
                      const TensorView& b);
 // True when an optional argument was given: a non-null view (a [0, ...] tensor counts as given).
-inline bool given(const TensorView& t) { return !t.empty(); }
+inline bool given(const TensorView& t) {
+  return !t.empty();
+}
 
 }  // namespace deepinfer::arg_checks

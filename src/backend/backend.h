@@ -33,7 +33,7 @@ class Backend {
 
   // ---- memory -------------------------------------------------------------------------------
   virtual Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) = 0;
-  virtual void upload(const void* host, const TensorView& dst) = 0;    // dst.nbytes() bytes
+  virtual void upload(const void* host, const TensorView& dst) = 0;  // dst.nbytes() bytes
   virtual void download(const TensorView& src, void* host) = 0;
   virtual void copy(const TensorView& src, const TensorView& dst) = 0;  // same numel and dtype
 
@@ -78,8 +78,7 @@ class Backend {
   // ---- attention ----------------------------------------------------------------------------
   // Softmax-gated pooling: kv, gate [N, S, d] (gate already holds the position bias; -inf slots
   // get no weight) -> out[n, c] = sum_s softmax_s(gate[n, :, c]) * kv[n, s, c].
-  virtual void window_pool(const TensorView& kv, const TensorView& gate,
-                           const TensorView& out) = 0;
+  virtual void window_pool(const TensorView& kv, const TensorView& gate, const TensorView& out) = 0;
   // Shared-KV attention with per-head sinks. q [M, H, hd]; win_kv [P + M, hd] holds the keys of
   // positions p0-P .. p0+M-1 where query m sits at p0+m: query m sees rows r with
   // m + P - window < r <= m + P. Compressed entries comp_kv [E, hd] (E may be 0): query m also
@@ -95,8 +94,7 @@ class Backend {
   // e < visible[m], -inf otherwise. q [M, nh, d], k [E, d], w [M, nh], visible I32 [M],
   // scores [M, E].
   virtual void indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w,
-                              float scale, const TensorView& visible,
-                              const TensorView& scores) = 0;
+                              float scale, const TensorView& visible, const TensorView& scores) = 0;
   // Per row of scores [M, N]: indices I32 [M, k] of the k largest values in descending order
   // (ties: lower index first); an index whose value is -inf is written as -1. k <= N.
   virtual void topk(const TensorView& scores, int k, const TensorView& idx) = 0;

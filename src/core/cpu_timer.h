@@ -21,11 +21,13 @@ class ScopedCpuTimer {
  public:
   explicit ScopedCpuTimer(const char* section)
       : section_(CpuTimers::enabled() ? section : nullptr),
-        start_(section_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
+        start_(section_ ? std::chrono::steady_clock::now()
+                        : std::chrono::steady_clock::time_point{}) {}
   ~ScopedCpuTimer() {
     if (section_)
-      CpuTimers::add(section_,
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+      CpuTimers::add(
+          section_,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
   }
   ScopedCpuTimer(const ScopedCpuTimer&) = delete;
   ScopedCpuTimer& operator=(const ScopedCpuTimer&) = delete;

@@ -12,24 +12,40 @@ namespace deepinfer {
 
 const char* error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kNotFound: return "not found";
-    case ErrorCode::kCorrupt: return "corrupt input";
-    case ErrorCode::kUnsupported: return "unsupported";
-    case ErrorCode::kOutOfMemory: return "out of memory";
-    case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kCorrupt:
+      return "corrupt input";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kOutOfMemory:
+      return "out of memory";
+    case ErrorCode::kInternal:
+      return "internal error";
   }
   return "error";
 }
 
 size_t dtype_size_bits(DType t) {
   switch (t) {
-    case DType::kF32: case DType::kI32: return 32;
-    case DType::kF16: case DType::kBF16: return 16;
-    case DType::kI8: case DType::kU8: case DType::kBool: case DType::kF8E4M3: case DType::kE8M0:
+    case DType::kF32:
+    case DType::kI32:
+      return 32;
+    case DType::kF16:
+    case DType::kBF16:
+      return 16;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool:
+    case DType::kF8E4M3:
+    case DType::kE8M0:
       return 8;
-    case DType::kI64: return 64;
-    case DType::kFP4E2M1: return 4;
+    case DType::kI64:
+      return 64;
+    case DType::kFP4E2M1:
+      return 4;
   }
   return 0;
 }
@@ -40,27 +56,38 @@ size_t storage_bytes(DType t, int64_t numel) {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kI8: return "i8";
-    case DType::kU8: return "u8";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kBool: return "bool";
-    case DType::kF8E4M3: return "f8_e4m3";
-    case DType::kE8M0: return "e8m0";
-    case DType::kFP4E2M1: return "fp4_e2m1";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI8:
+      return "i8";
+    case DType::kU8:
+      return "u8";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kBool:
+      return "bool";
+    case DType::kF8E4M3:
+      return "f8_e4m3";
+    case DType::kE8M0:
+      return "e8m0";
+    case DType::kFP4E2M1:
+      return "fp4_e2m1";
   }
   return "?";
 }
 
 bool dtype_from_safetensors(std::string_view s, DType* out) {
   static constexpr std::pair<std::string_view, DType> kNames[] = {
-      {"F32", DType::kF32},       {"F16", DType::kF16},      {"BF16", DType::kBF16},
-      {"I8", DType::kI8},         {"U8", DType::kU8},        {"I32", DType::kI32},
-      {"I64", DType::kI64},       {"BOOL", DType::kBool},    {"F8_E4M3", DType::kF8E4M3},
-      {"F8_E8M0", DType::kE8M0},  {"F4", DType::kFP4E2M1},
+      {"F32", DType::kF32},      {"F16", DType::kF16},    {"BF16", DType::kBF16},
+      {"I8", DType::kI8},        {"U8", DType::kU8},      {"I32", DType::kI32},
+      {"I64", DType::kI64},      {"BOOL", DType::kBool},  {"F8_E4M3", DType::kF8E4M3},
+      {"F8_E8M0", DType::kE8M0}, {"F4", DType::kFP4E2M1},
   };
   for (const auto& [name, t] : kNames) {
     if (name == s) {
@@ -71,7 +98,9 @@ bool dtype_from_safetensors(std::string_view s, DType* out) {
   return false;
 }
 
-float bf16_to_f32(uint16_t v) { return std::bit_cast<float>(static_cast<uint32_t>(v) << 16); }
+float bf16_to_f32(uint16_t v) {
+  return std::bit_cast<float>(static_cast<uint32_t>(v) << 16);
+}
 
 uint16_t f32_to_bf16(float v) {
   uint32_t u = std::bit_cast<uint32_t>(v);
@@ -80,8 +109,12 @@ uint16_t f32_to_bf16(float v) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-float f16_to_f32(uint16_t v) { return static_cast<float>(std::bit_cast<_Float16>(v)); }
-uint16_t f32_to_f16(float v) { return std::bit_cast<uint16_t>(static_cast<_Float16>(v)); }
+float f16_to_f32(uint16_t v) {
+  return static_cast<float>(std::bit_cast<_Float16>(v));
+}
+uint16_t f32_to_f16(float v) {
+  return std::bit_cast<uint16_t>(static_cast<_Float16>(v));
+}
 
 namespace {
 
@@ -166,7 +199,9 @@ uint8_t f32_to_e2m1(float v) {
 
 void convert_to_f32(DType src, const void* in, float* out, int64_t n) {
   switch (src) {
-    case DType::kF32: std::memcpy(out, in, n * sizeof(float)); return;
+    case DType::kF32:
+      std::memcpy(out, in, n * sizeof(float));
+      return;
     case DType::kBF16: {
       auto p = static_cast<const uint16_t*>(in);
       for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(p[i]);
@@ -197,7 +232,8 @@ void convert_to_f32(DType src, const void* in, float* out, int64_t n) {
       for (int64_t i = 0; i < n; ++i) out[i] = p[i];
       return;
     }
-    case DType::kU8: case DType::kBool: {
+    case DType::kU8:
+    case DType::kBool: {
       auto p = static_cast<const uint8_t*>(in);
       for (int64_t i = 0; i < n; ++i) out[i] = p[i];
       return;

@@ -25,7 +25,8 @@ enum class DType : uint8_t {
 size_t dtype_size_bits(DType t);
 size_t storage_bytes(DType t, int64_t numel);
 std::string_view dtype_name(DType t);
-// Safetensors dtype strings ("F32", "BF16", "F8_E4M3", "F8_E8M0", "F4"/"U8" ...). Returns false if unknown.
+// Safetensors dtype strings ("F32", "BF16", "F8_E4M3", "F8_E8M0", "F4"/"U8" ...). Returns false if
+// unknown.
 bool dtype_from_safetensors(std::string_view s, DType* out);
 
 // ---- scalar conversions (all exact where the destination can represent the value; rounding
@@ -37,7 +38,8 @@ uint16_t f32_to_f16(float v);
 float e4m3_to_f32(uint8_t v);
 uint8_t f32_to_e4m3(float v);
 float e8m0_to_f32(uint8_t v);
-uint8_t f32_to_e8m0(float v);  // exact powers of two only map exactly; others round to nearest power (in log2)
+uint8_t f32_to_e8m0(
+    float v);  // exact powers of two only map exactly; others round to nearest power (in log2)
 float e2m1_to_f32(uint8_t nibble);
 uint8_t f32_to_e2m1(float v);
 

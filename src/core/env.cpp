@@ -22,6 +22,9 @@ constexpr VarSpec kVars[] = {
     {"DEEPINFER_DEFAULT_MODEL", VarType::kString, "",
      "Checkpoint directory used when no model is given (deepinfer generate, LLM()); empty "
      "means the bundled models/deepseek-v4-tiny-en."},
+    {"DEEPINFER_CUDA_SYNC", VarType::kBool, "0",
+     "CUDA backend: synchronise after every op so an error names the op that raised it (slow; "
+     "for debugging)."},
     {"DEEPINFER_CPU_TIMER", VarType::kBool, "0",
      "Time named host sections (schedule, prepare inputs, forward, sample, output processing) "
      "and print a summary table at exit."},
@@ -29,9 +32,12 @@ constexpr VarSpec kVars[] = {
 
 const char* type_name(VarType t) {
   switch (t) {
-    case VarType::kBool: return "bool";
-    case VarType::kInt: return "int";
-    case VarType::kString: return "string";
+    case VarType::kBool:
+      return "bool";
+    case VarType::kInt:
+      return "int";
+    case VarType::kString:
+      return "string";
   }
   return "?";
 }
@@ -43,7 +49,9 @@ std::string raw_value(const VarSpec& s) {
 
 }  // namespace
 
-std::span<const VarSpec> registry() { return kVars; }
+std::span<const VarSpec> registry() {
+  return kVars;
+}
 
 const VarSpec& spec(std::string_view name) {
   for (const auto& v : kVars)
@@ -56,8 +64,10 @@ bool get_bool(std::string_view name) {
   DI_ASSERT(s.type == VarType::kBool);
   const std::string v = raw_value(s);
   if (v == "1" || v == "true" || v == "TRUE" || v == "on" || v == "yes") return true;
-  if (v == "0" || v == "false" || v == "FALSE" || v == "off" || v == "no" || v.empty()) return false;
-  fail(ErrorCode::kInvalidArgument, "{}={} is not a boolean (use 1/0, true/false, on/off)", name, v);
+  if (v == "0" || v == "false" || v == "FALSE" || v == "off" || v == "no" || v.empty())
+    return false;
+  fail(ErrorCode::kInvalidArgument, "{}={} is not a boolean (use 1/0, true/false, on/off)", name,
+       v);
 }
 
 int64_t get_int(std::string_view name) {

@@ -1,6 +1,6 @@
-// Errors used across deepinfer. Failures are reported by throwing deepinfer::Error, whose code tells
-// callers (CLI exit status, API error class, HTTP status later) what kind of problem it was and
-// whose message names the file / tensor / field / argument at fault.
+// Errors used across deepinfer. Failures are reported by throwing deepinfer::Error, whose code
+// tells callers (CLI exit status, API error class, HTTP status later) what kind of problem it was
+// and whose message names the file / tensor / field / argument at fault.
 #pragma once
 
 #include <fmt/format.h>
@@ -16,7 +16,7 @@ enum class ErrorCode {
   kCorrupt,          // malformed file content: truncated, bad header, inconsistent shapes
   kUnsupported,      // valid but not implemented: unknown model_type, dtype, component
   kOutOfMemory,
-  kInternal,         // a broken invariant inside deepinfer
+  kInternal,  // a broken invariant inside deepinfer
 };
 
 const char* error_code_name(ErrorCode code);
@@ -39,15 +39,15 @@ template <typename... Args>
 }  // namespace deepinfer
 
 // DI_CHECK(cond, code, "fmt", args...): throws deepinfer::Error(code, message) when cond is false.
-#define DI_CHECK(cond, code, ...)                             \
-  do {                                                        \
-    if (!(cond)) ::deepinfer::fail(code, __VA_ARGS__);        \
+#define DI_CHECK(cond, code, ...)                      \
+  do {                                                 \
+    if (!(cond)) ::deepinfer::fail(code, __VA_ARGS__); \
   } while (0)
 
 // Internal invariants: a failure is a deepinfer bug, reported with its location.
-#define DI_ASSERT(cond)                                                                     \
-  do {                                                                                      \
-    if (!(cond))                                                                            \
+#define DI_ASSERT(cond)                                                                          \
+  do {                                                                                           \
+    if (!(cond))                                                                                 \
       ::deepinfer::fail(::deepinfer::ErrorCode::kInternal, "internal check failed: {} at {}:{}", \
-                        #cond, __FILE__, __LINE__);                                         \
+                        #cond, __FILE__, __LINE__);                                              \
   } while (0)

@@ -7,8 +7,7 @@
 
 namespace deepinfer {
 
-TensorView::TensorView(void* data, DType dtype, std::initializer_list<int64_t> shape,
-                       Device device)
+TensorView::TensorView(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device)
     : TensorView(data, dtype, shape.begin(), static_cast<int>(shape.size()), device) {}
 
 TensorView::TensorView(void* data, DType dtype, const int64_t* shape, int ndim, Device device)
@@ -74,7 +73,9 @@ HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
   DI_CHECK(data_ != nullptr, ErrorCode::kOutOfMemory, "host allocation of {} bytes failed", bytes);
 }
 
-HostBuffer::~HostBuffer() { std::free(data_); }
+HostBuffer::~HostBuffer() {
+  std::free(data_);
+}
 
 Tensor Tensor::empty(const int64_t* shape, int ndim, DType dtype) {
   TensorView probe(nullptr, dtype, shape, ndim);

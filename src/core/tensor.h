@@ -78,7 +78,7 @@ class Tensor {
   // Takes shared ownership of `owner` (whose deleter frees the memory) and views `data` with
   // the given shape on `device`.
   static Tensor from_storage(std::shared_ptr<void> owner, void* data, DType dtype,
-                            const int64_t* shape, int ndim, Device device);
+                             const int64_t* shape, int ndim, Device device);
   static Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32);
   static Tensor empty(const int64_t* shape, int ndim, DType dtype = DType::kF32);
   static Tensor zeros(std::initializer_list<int64_t> shape, DType dtype = DType::kF32);

@@ -36,7 +36,8 @@ void ThreadPool::worker_loop(int) {
   uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || (generation_ != seen && next_chunk_ < job_chunks_); });
+    work_cv_.wait(lock,
+                  [&] { return stop_ || (generation_ != seen && next_chunk_ < job_chunks_); });
     if (stop_) return;
     seen = generation_;
     while (next_chunk_ < job_chunks_) {

@@ -7,9 +7,9 @@
 
 #include "core/cpu_timer.h"
 #include "core/env.h"
+#include "engine/backend_factory.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_checker.h"
-#include "engine/backend_factory.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "backend/cuda/device_info.h"
 #endif
@@ -88,7 +88,8 @@ Engine::Engine(const EngineConfig& config) : config_(config) {
     size_t free_b = 0, total_b = 0;
     DI_CHECK(cuda::memory_info(cuda_index, &free_b, &total_b), ErrorCode::kInternal,
              "cannot read the memory of cuda:{}", cuda_index);
-    const double allowed = config_.gpu_memory_utilization * double(total_b) - double(total_b - free_b);
+    const double allowed =
+        config_.gpu_memory_utilization * double(total_b) - double(total_b - free_b);
     DI_CHECK(allowed > 0, ErrorCode::kOutOfMemory,
              "gpu_memory_utilization={} leaves no room for state after loading the weights "
              "({:.1f} of {:.1f} GiB in use)",
@@ -108,7 +109,8 @@ Engine::Engine(const EngineConfig& config) : config_(config) {
   SchedulerConfig sc;
   sc.max_prefill_tokens = config_.max_prefill_tokens;
   sc.max_decode_seqs = config_.max_num_seqs;
-  sc.prefill_attempt_interval = static_cast<int>(env::get_int("DEEPINFER_PREFILL_ATTEMPT_INTERVAL"));
+  sc.prefill_attempt_interval =
+      static_cast<int>(env::get_int("DEEPINFER_PREFILL_ATTEMPT_INTERVAL"));
   sc.prefill_any_attempt_interval =
       static_cast<int>(env::get_int("DEEPINFER_PREFILL_ANY_ATTEMPT_INTERVAL"));
   sc.engine_type = config_.engine_type;
@@ -141,8 +143,8 @@ std::string Engine::add_request(EngineRequest req) {
            "(max_model_len)",
            ids.size(), max_model_len_);
   std::string id = req.request_id.empty() ? std::to_string(next_request_++) : req.request_id;
-  DI_CHECK(!requests_.count(id), ErrorCode::kInvalidArgument,
-           "request_id '{}' is already in use", id);
+  DI_CHECK(!requests_.count(id), ErrorCode::kInvalidArgument, "request_id '{}' is already in use",
+           id);
 
   Request* r = request_pool_.acquire();
   r->id = id;
@@ -211,8 +213,8 @@ std::vector<RequestOutput> Engine::step() {
       Request* r = by_seq_.at(s.seq->id);
       if (!r->state) r->state.emplace(model_->new_state());
       if (r->out.metrics.first_scheduled_time == 0) r->out.metrics.first_scheduled_time = now;
-      items.push_back({std::span<const int32_t>(s.seq->tokens.data() + s.begin, s.count),
-                       &*r->state, false});
+      items.push_back(
+          {std::span<const int32_t>(s.seq->tokens.data() + s.begin, s.count), &*r->state, false});
       reqs.push_back(r);
     }
   }
@@ -303,7 +305,7 @@ void Engine::append_token(Request& r, int32_t token, const SampleOutcome& outcom
     }
   }
   auto f = sampling::check_token_stop(r.params, eos_ids_, token, n_out, seq.num_tokens(),
-                                     max_model_len_);
+                                      max_model_len_);
   // A PROMPT engine only prefills: its requests end with their first token (the point where a
   // COMPLETION engine would take the state over).
   if (!f && config_.engine_type == EngineType::kPrompt)

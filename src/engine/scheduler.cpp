@@ -8,10 +8,14 @@ namespace deepinfer {
 
 const char* step_kind_name(StepKind k) {
   switch (k) {
-    case StepKind::kIdle: return "idle";
-    case StepKind::kPrefill: return "prefill";
-    case StepKind::kDecode: return "decode";
-    case StepKind::kPlaceholder: return "placeholder";
+    case StepKind::kIdle:
+      return "idle";
+    case StepKind::kPrefill:
+      return "prefill";
+    case StepKind::kDecode:
+      return "decode";
+    case StepKind::kPlaceholder:
+      return "placeholder";
   }
   return "?";
 }
@@ -110,11 +114,13 @@ void Scheduler::plan_decode(StepPlan& plan) {
   // Round-robin over the running sequences when there are more than a step can take.
   const size_t n = std::min<size_t>(running_.size(), config_.max_decode_seqs);
   std::vector<Sequence*> chosen;
-  for (size_t i = 0; i < n; ++i) chosen.push_back(running_[(decode_rotation_ + i) % running_.size()]);
+  for (size_t i = 0; i < n; ++i)
+    chosen.push_back(running_[(decode_rotation_ + i) % running_.size()]);
   decode_rotation_ = (decode_rotation_ + n) % std::max<size_t>(running_.size(), 1);
   // Oldest first, so that when memory runs out the newest sequences give way.
-  std::sort(chosen.begin(), chosen.end(),
-            [](const Sequence* a, const Sequence* b) { return a->arrival_order < b->arrival_order; });
+  std::sort(chosen.begin(), chosen.end(), [](const Sequence* a, const Sequence* b) {
+    return a->arrival_order < b->arrival_order;
+  });
   for (Sequence* seq : chosen) {
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
     bool fits = memory_.grow(seq->id, seq->num_computed + 1);

@@ -24,9 +24,9 @@ const char* step_kind_name(StepKind k);
 
 struct ScheduledSeq {
   Sequence* seq = nullptr;
-  int64_t begin = 0;   // first token fed this step
-  int64_t count = 0;   // tokens fed this step
-  bool sample = false; // the last fed token's logits produce the next token
+  int64_t begin = 0;    // first token fed this step
+  int64_t count = 0;    // tokens fed this step
+  bool sample = false;  // the last fed token's logits produce the next token
 };
 
 struct StepPlan {

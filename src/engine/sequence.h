@@ -11,14 +11,14 @@ enum class SeqStatus { kWaiting, kRunning, kFinished };
 
 struct Sequence {
   uint64_t id = 0;
-  std::vector<int32_t> tokens;    // prompt, then generated tokens
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
   int64_t num_prompt_tokens = 0;
-  int64_t num_computed = 0;       // tokens already fed through the model state
+  int64_t num_computed = 0;  // tokens already fed through the model state
   SeqStatus status = SeqStatus::kWaiting;
-  uint64_t arrival_order = 0;     // admission order; preemption takes the newest first
-  int64_t waiting_since_step = 0; // step counter when it (re)entered the waiting queue
+  uint64_t arrival_order = 0;      // admission order; preemption takes the newest first
+  int64_t waiting_since_step = 0;  // step counter when it (re)entered the waiting queue
   int num_preemptions = 0;
-  int64_t request_index = -1;     // the engine's request slot
+  int64_t request_index = -1;  // the engine's request slot
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }

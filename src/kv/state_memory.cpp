@@ -40,9 +40,10 @@ StateLayout StateLayout::for_model(const ModelConfig& c, int elem_bytes, int64_t
 
 StateMemory::StateMemory(StateLayout layout, int64_t budget_bytes)
     : layout_(layout), budget_(budget_bytes) {
-  DI_CHECK(budget_bytes > layout.slot_bytes + layout.page_bytes, ErrorCode::kInvalidArgument,
-           "state memory budget of {} bytes cannot hold even one sequence (slot {} + page {} bytes)",
-           budget_bytes, layout.slot_bytes, layout.page_bytes);
+  DI_CHECK(
+      budget_bytes > layout.slot_bytes + layout.page_bytes, ErrorCode::kInvalidArgument,
+      "state memory budget of {} bytes cannot hold even one sequence (slot {} + page {} bytes)",
+      budget_bytes, layout.slot_bytes, layout.page_bytes);
 }
 
 int64_t StateMemory::pages_for(int64_t tokens) const {

@@ -42,7 +42,9 @@ class StateMemory {
   bool holds(uint64_t seq_id) const { return seqs_.count(seq_id) != 0; }
 
   int64_t budget_bytes() const { return budget_; }
-  int64_t used_bytes() const { return used_slots_ * layout_.slot_bytes + used_pages_ * layout_.page_bytes; }
+  int64_t used_bytes() const {
+    return used_slots_ * layout_.slot_bytes + used_pages_ * layout_.page_bytes;
+  }
   int64_t used_pages() const { return used_pages_; }
   int64_t used_slots() const { return used_slots_; }
   // The largest single sequence (in tokens) that fits in an otherwise empty budget.

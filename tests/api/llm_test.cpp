@@ -55,10 +55,9 @@ TEST(LLM, OutputsComeBackInPromptOrderWithTheirOwnParams) {
     ps[i].seq_seed = 7;
     ps[i].ignore_eos = true;
   }
-  const auto outs = llm.generate(
-      {Prompt{std::string("In the morning")}, Prompt{std::string("She said")},
-       Prompt{std::string("It was")}},
-      ps);
+  const auto outs = llm.generate({Prompt{std::string("In the morning")},
+                                  Prompt{std::string("She said")}, Prompt{std::string("It was")}},
+                                 ps);
   ASSERT_EQ(outs.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(outs[i].outputs[0].token_ids.size(), 3u + 4 * i);
   EXPECT_EQ(outs[1].prompt, "She said");
@@ -109,8 +108,9 @@ TEST(LLM, ChatAppliesTheTemplate) {
   ASSERT_EQ(outs.size(), 1u);
   EXPECT_EQ(outs[0].prompt_token_ids.front(), 0);  // BOS once, not twice
   EXPECT_NE(outs[0].prompt_token_ids[1], 0);
-  EXPECT_EQ(error_of([&] { llm.apply_chat_template({{"wizard", "x"}}); }).find("role") !=
-                std::string::npos,
+  EXPECT_EQ(error_of([&] {
+              llm.apply_chat_template({{"wizard", "x"}});
+            }).find("role") != std::string::npos,
             true);
 }
 
@@ -126,7 +126,9 @@ TEST(LLM, BadArgumentsNameTheArgument) {
             std::string::npos);
   p = SamplingParams();
   const std::vector<int32_t> huge(100000, 5);
-  const std::string e = error_of([&] { llm.generate({Prompt{std::string("ok")}, Prompt{huge}}, p); });
+  const std::string e = error_of([&] {
+    llm.generate({Prompt{std::string("ok")}, Prompt{huge}}, p);
+  });
   EXPECT_NE(e.find("prompt 1"), std::string::npos) << e;
   EXPECT_NE(e.find("max_model_len"), std::string::npos) << e;
   EXPECT_FALSE(llm.engine().has_unfinished_requests());  // the good prompt was withdrawn

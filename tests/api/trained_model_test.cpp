@@ -37,8 +37,8 @@ TEST(TrainedModel, HeldOutPerplexityMatchesTransformers) {
   const double want = ref["ppl"].get<double>();
   std::printf("[trained] held-out ppl %.4f (transformers %.4f)\n", r.ppl(), want);
   EXPECT_EQ(r.chunks, ref["chunks"].get<int64_t>());
-  EXPECT_NEAR(r.ppl(), want, 0.01 * want);   // the bar: 1%
-  EXPECT_NEAR(r.ppl(), want, 1e-4 * want);   // what fp32 on both sides actually gives
+  EXPECT_NEAR(r.ppl(), want, 0.01 * want);  // the bar: 1%
+  EXPECT_NEAR(r.ppl(), want, 1e-4 * want);  // what fp32 on both sides actually gives
 }
 
 TEST(TrainedModel, GreedyContinuationsMatchTransformers) {

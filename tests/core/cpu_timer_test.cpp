@@ -20,7 +20,8 @@ TEST(CpuTimer, SectionsAccumulateIntoTheReport) {
   EXPECT_NE(r.find("schedule"), std::string::npos) << r;
   EXPECT_NE(r.find("forward"), std::string::npos) << r;
   // "schedule" ran 3 times for >= 6 ms in all.
-  const auto line = r.substr(r.find("schedule"), r.find('\n', r.find("schedule")) - r.find("schedule"));
+  const auto line =
+      r.substr(r.find("schedule"), r.find('\n', r.find("schedule")) - r.find("schedule"));
   EXPECT_NE(line.find(" 3 "), std::string::npos) << line;
   CpuTimers::reset();
   EXPECT_EQ(CpuTimers::report(), "");

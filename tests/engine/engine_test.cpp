@@ -29,7 +29,9 @@ nlohmann::json fixture() {
   return nlohmann::json::parse(in);
 }
 
-std::vector<int32_t> fixture_ids() { return fixture()["input_ids"].get<std::vector<int32_t>>(); }
+std::vector<int32_t> fixture_ids() {
+  return fixture()["input_ids"].get<std::vector<int32_t>>();
+}
 
 // Greedy decoding of one prompt alone, token by token, straight through the model, through an
 // engine on the test device with nothing else in it.

@@ -97,7 +97,8 @@ TEST(Scheduler, NeverMixesPrefillAndDecode) {
     StepPlan p = h.step();
     for (const auto& s : p.seqs) {
       if (p.kind == StepKind::kDecode) EXPECT_EQ(s.count, 1);
-      if (p.kind == StepKind::kPrefill) EXPECT_LT(s.begin + s.count - 1, s.seq->num_prompt_tokens + s.seq->num_generated());
+      if (p.kind == StepKind::kPrefill)
+        EXPECT_LT(s.begin + s.count - 1, s.seq->num_prompt_tokens + s.seq->num_generated());
     }
     EXPECT_LE(p.num_tokens(), cfg.max_prefill_tokens);
   }
@@ -112,8 +113,14 @@ TEST(Scheduler, PrefillsImmediatelyWhenNothingDecodes) {
 // A multi-rank vote where the other ranks never agree to an ALL vote but ANY passes locally.
 struct DissentingVote : PrefillVote {
   int all_calls = 0, any_calls = 0;
-  bool all(bool) override { ++all_calls; return false; }
-  bool any(bool local) override { ++any_calls; return local; }
+  bool all(bool) override {
+    ++all_calls;
+    return false;
+  }
+  bool any(bool local) override {
+    ++any_calls;
+    return local;
+  }
   bool others_busy() override { return false; }
 };
 

@@ -51,7 +51,8 @@ std::vector<Prompt> read_prompts_file(const std::string& path) {
       prompts.emplace_back(j.get<std::string>());
     } else if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) {
       prompts.emplace_back(j["prompt"].get<std::string>());
-    } else if (j.is_object() && j.contains("prompt_token_ids") && j["prompt_token_ids"].is_array()) {
+    } else if (j.is_object() && j.contains("prompt_token_ids") &&
+               j["prompt_token_ids"].is_array()) {
       prompts.emplace_back(j["prompt_token_ids"].get<std::vector<int32_t>>());
     } else {
       fail(ErrorCode::kInvalidArgument,

@@ -40,7 +40,8 @@ int run_logits(const LogitsArgs& a) {
   const auto t2 = std::chrono::steady_clock::now();
   write_npy_f32(a.out, logits.data(), {S, V});
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
-  std::fprintf(stderr, "deepinfer logits: %lld tokens (chunk %lld), load %.2f s, forward %.3f s -> %s\n",
+  std::fprintf(stderr,
+               "deepinfer logits: %lld tokens (chunk %lld), load %.2f s, forward %.3f s -> %s\n",
                static_cast<long long>(S), static_cast<long long>(chunk), secs(t1 - t0),
                secs(t2 - t1), a.out.c_str());
   // The five most likely next tokens after the prompt, as a quick human check.
@@ -56,20 +57,19 @@ int run_logits(const LogitsArgs& a) {
   return 0;
 }
 
-CommandRegistrar reg("logits", "Compute fp32 logits [seq_len, vocab] of a prompt and write .npy",
-                     [](CLI::App& sub) -> CommandFn {
-                       auto a = std::make_shared<LogitsArgs>();
-                       sub.add_option("--model", a->model, "checkpoint directory (HF layout)")
-                           ->required();
-                       sub.add_option("--input-ids", a->input_ids,
-                                      "comma-separated token ids, e.g. 5,17,42")
-                           ->required();
-                       sub.add_option("--out", a->out, "output .npy path")->required();
-                       sub.add_option("--chunk", a->chunk,
-                                      "feed the prompt N tokens at a time (1 = token by token; "
-                                      "0 = all at once)");
-                       return [a] { return run_logits(*a); };
-                     });
+CommandRegistrar reg(
+    "logits", "Compute fp32 logits [seq_len, vocab] of a prompt and write .npy",
+    [](CLI::App& sub) -> CommandFn {
+      auto a = std::make_shared<LogitsArgs>();
+      sub.add_option("--model", a->model, "checkpoint directory (HF layout)")->required();
+      sub.add_option("--input-ids", a->input_ids, "comma-separated token ids, e.g. 5,17,42")
+          ->required();
+      sub.add_option("--out", a->out, "output .npy path")->required();
+      sub.add_option("--chunk", a->chunk,
+                     "feed the prompt N tokens at a time (1 = token by token; "
+                     "0 = all at once)");
+      return [a] { return run_logits(*a); };
+    });
 
 }  // namespace
 }  // namespace deepinfer::cli

@@ -32,31 +32,28 @@ int run_perplexity(const PerplexityArgs& a) {
     ids.push_back(static_cast<int32_t>(id));
   auto backend = make_cpu_backend();
   auto model = deepseek_v4::Model::load(dir, *backend);
-  const PerplexityResult r =
-      perplexity(*model, ids, static_cast<int32_t>(*tok.bos_id()), a.ctx, a.batch,
-                 [](int64_t done, int64_t total) {
-                   std::fprintf(stderr, "\rscoring chunks: %lld/%lld", (long long)done,
-                                (long long)total);
-                   if (done == total) std::fputc('\n', stderr);
-                 });
+  const PerplexityResult r = perplexity(*model, ids, static_cast<int32_t>(*tok.bos_id()), a.ctx,
+                                        a.batch, [](int64_t done, int64_t total) {
+                                          std::fprintf(stderr, "\rscoring chunks: %lld/%lld",
+                                                       (long long)done, (long long)total);
+                                          if (done == total) std::fputc('\n', stderr);
+                                        });
   std::printf("tokens %lld  chunks %lld  mean_nll %.6f  ppl %.4f\n", (long long)r.tokens,
               (long long)r.chunks, r.mean_nll(), r.ppl());
   return 0;
 }
 
-CommandRegistrar reg("perplexity",
-                     "Perplexity of a text file: [BOS] + chunks of ctx-1 tokens, scored alone",
-                     [](CLI::App& sub) -> CommandFn {
-                       auto a = std::make_shared<PerplexityArgs>();
-                       sub.add_option("--model", a->model,
-                                      "checkpoint directory (default: the bundled model)");
-                       sub.add_option("--text-file", a->text_file, "UTF-8 text")->required();
-                       sub.add_option("--ctx", a->ctx, "tokens per scored sequence, BOS included")
-                           ->capture_default_str();
-                       sub.add_option("--batch", a->batch, "chunks per forward")
-                           ->capture_default_str();
-                       return [a] { return run_perplexity(*a); };
-                     });
+CommandRegistrar reg(
+    "perplexity", "Perplexity of a text file: [BOS] + chunks of ctx-1 tokens, scored alone",
+    [](CLI::App& sub) -> CommandFn {
+      auto a = std::make_shared<PerplexityArgs>();
+      sub.add_option("--model", a->model, "checkpoint directory (default: the bundled model)");
+      sub.add_option("--text-file", a->text_file, "UTF-8 text")->required();
+      sub.add_option("--ctx", a->ctx, "tokens per scored sequence, BOS included")
+          ->capture_default_str();
+      sub.add_option("--batch", a->batch, "chunks per forward")->capture_default_str();
+      return [a] { return run_perplexity(*a); };
+    });
 
 }  // namespace
 }  // namespace deepinfer::cli

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : runners)
       if (sub->parsed()) return run();
   } catch (const deepinfer::Error& e) {
-    std::fprintf(stderr, "deepinfer: error (%s): %s\n", deepinfer::error_code_name(e.code()), e.what());
+    std::fprintf(stderr, "deepinfer: error (%s): %s\n", deepinfer::error_code_name(e.code()),
+                 e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "deepinfer: error: %s\n", e.what());

@@ -16,11 +16,20 @@ namespace {
 // Python's exception types for deepinfer's error codes.
 void translate(const Error& e) {
   switch (e.code()) {
-    case ErrorCode::kInvalidArgument: PyErr_SetString(PyExc_ValueError, e.what()); return;
-    case ErrorCode::kNotFound: PyErr_SetString(PyExc_FileNotFoundError, e.what()); return;
-    case ErrorCode::kUnsupported: PyErr_SetString(PyExc_NotImplementedError, e.what()); return;
-    case ErrorCode::kOutOfMemory: PyErr_SetString(PyExc_MemoryError, e.what()); return;
-    default: PyErr_SetString(PyExc_RuntimeError, e.what());
+    case ErrorCode::kInvalidArgument:
+      PyErr_SetString(PyExc_ValueError, e.what());
+      return;
+    case ErrorCode::kNotFound:
+      PyErr_SetString(PyExc_FileNotFoundError, e.what());
+      return;
+    case ErrorCode::kUnsupported:
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
+      return;
+    case ErrorCode::kOutOfMemory:
+      PyErr_SetString(PyExc_MemoryError, e.what());
+      return;
+    default:
+      PyErr_SetString(PyExc_RuntimeError, e.what());
   }
 }
 
@@ -173,11 +182,12 @@ PYBIND11_MODULE(_deepinfer, m) {
       .def_readonly("logprobs", &SamplingParams::logprobs)
       .def_readonly("skip_special_tokens", &SamplingParams::skip_special_tokens)
       .def("__repr__", [](const SamplingParams& p) {
-        return fmt::format("SamplingParams(temperature={}, top_p={}, top_k={}, min_p={}, "
-                           "max_tokens={}, seq_seed={})",
-                           p.temperature, p.top_p, p.top_k, p.min_p,
-                           p.max_tokens ? std::to_string(*p.max_tokens) : "None",
-                           p.seq_seed ? std::to_string(*p.seq_seed) : "None");
+        return fmt::format(
+            "SamplingParams(temperature={}, top_p={}, top_k={}, min_p={}, "
+            "max_tokens={}, seq_seed={})",
+            p.temperature, p.top_p, p.top_k, p.min_p,
+            p.max_tokens ? std::to_string(*p.max_tokens) : "None",
+            p.seq_seed ? std::to_string(*p.seq_seed) : "None");
       });
 
   py::class_<Logprob>(m, "Logprob")
@@ -198,9 +208,10 @@ PYBIND11_MODULE(_deepinfer, m) {
       .def_readonly("finish_reason", &CompletionOutput::finish_reason)
       .def_property_readonly("stop_reason", &stop_reason)
       .def("__repr__", [](const CompletionOutput& c) {
-        return fmt::format("CompletionOutput(index={}, text={:?}, token_ids=[{} ids], "
-                           "finish_reason={})",
-                           c.index, c.text, c.token_ids.size(), c.finish_reason.value_or("None"));
+        return fmt::format(
+            "CompletionOutput(index={}, text={:?}, token_ids=[{} ids], "
+            "finish_reason={})",
+            c.index, c.text, c.token_ids.size(), c.finish_reason.value_or("None"));
       });
 
   py::class_<RequestMetrics>(m, "RequestMetrics")
@@ -217,18 +228,18 @@ PYBIND11_MODULE(_deepinfer, m) {
       .def_readonly("finished", &RequestOutput::finished)
       .def_readonly("metrics", &RequestOutput::metrics)
       .def("__repr__", [](const RequestOutput& o) {
-        return fmt::format("RequestOutput(request_id={:?}, prompt={:?}, finished={}, "
-                           "outputs=[{} completion])",
-                           o.request_id, o.prompt, o.finished, o.outputs.size());
+        return fmt::format(
+            "RequestOutput(request_id={:?}, prompt={:?}, finished={}, "
+            "outputs=[{} completion])",
+            o.request_id, o.prompt, o.finished, o.outputs.size());
       });
 
   py::class_<LLM>(m, "LLM")
       .def(py::init([](std::optional<std::string> model, std::optional<std::string> tokenizer,
                        int expert_parallel_size, int data_parallel_size,
-                       double gpu_memory_utilization, int max_num_seqs,
-                       int64_t max_prefill_tokens, int64_t max_model_len,
-                       int64_t max_state_bytes, std::string device, std::string engine_type,
-                       bool show_progress) {
+                       double gpu_memory_utilization, int max_num_seqs, int64_t max_prefill_tokens,
+                       int64_t max_model_len, int64_t max_state_bytes, std::string device,
+                       std::string engine_type, bool show_progress) {
              EngineConfig c;
              c.model = model.value_or("");
              c.tokenizer = tokenizer.value_or("");
@@ -276,8 +287,7 @@ PYBIND11_MODULE(_deepinfer, m) {
       .def(
           "apply_chat_template",
           [](LLM& llm, const py::object& messages, bool enable_thinking) {
-            return llm.apply_chat_template(to_conversations(messages).at(0), true,
-                                           enable_thinking);
+            return llm.apply_chat_template(to_conversations(messages).at(0), true, enable_thinking);
           },
           py::arg("messages"), py::arg("enable_thinking") = false)
       .def("get_tokenizer_vocab_size",

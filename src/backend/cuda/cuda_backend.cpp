@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/kernels.h"
+#include "core/env.h"
 
 namespace deepinfer {
 
@@ -148,8 +149,7 @@ void expect_like(const char* op, const char* name, const TensorView& t, const ch
 // ---- backend: lifecycle, errors, memory --------------------------------------------------------
 
 CudaBackend::CudaBackend(int device) : ctx_(std::make_shared<DeviceContext>(device)) {
-  const char* env = std::getenv("DEEPINFER_CUDA_SYNC");
-  sync_each_ = env && *env && std::strcmp(env, "0") != 0;
+  sync_each_ = env::get_bool("DEEPINFER_CUDA_SYNC");
 }
 
 CudaBackend::~CudaBackend() = default;

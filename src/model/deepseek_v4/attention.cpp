@@ -22,7 +22,8 @@ Tensor window_keys(Backend& b, const TensorView& kv, int64_t window, LayerState&
   if (P > 0) b.copy(st.ring.view().slice_rows(0, P), win.view().slice_rows(0, P));
   b.copy(kv, win.view().slice_rows(P, P + S));
   const int64_t keep = std::min<int64_t>(window - 1, P + S);
-  if (keep > 0) b.copy(win.view().slice_rows(P + S - keep, P + S), st.ring.view().slice_rows(0, keep));
+  if (keep > 0)
+    b.copy(win.view().slice_rows(P + S - keep, P + S), st.ring.view().slice_rows(0, keep));
   st.ring_rows = std::max<int64_t>(keep, 0);
   return win;
 }
@@ -73,8 +74,8 @@ void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weight
   if (w.has_compressor) {
     const int m = c.compress_rate(layer);
     const bool csa = type == AttnType::kCSA;
-    compressor_update(b, w.compressor, m, hd, csa, eps, xs, positions[0],
-                      weights.inv_freq_compress, st.comp);
+    compressor_update(b, w.compressor, m, hd, csa, eps, xs, positions[0], weights.inv_freq_compress,
+                      st.comp);
     const int64_t E = st.comp.entries.rows();
     if (csa) {
       compressor_update(b, w.indexer.compressor, m, c.index_head_dim, true, eps, xs, positions[0],

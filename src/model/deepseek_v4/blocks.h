@@ -21,7 +21,7 @@ struct Segment {
 // Inputs of one forward call, uploaded once and shared by every layer. Dense work (projections,
 // norms, mHC, MoE) runs over all T rows at once; attention and the compressors run per segment.
 struct StepInputs {
-  int64_t num_tokens = 0;          // T, all segments together
+  int64_t num_tokens = 0;  // T, all segments together
   std::vector<Segment> segments;
   std::vector<int32_t> positions;  // host copy, [T]
   Tensor ids;                      // I32 [T] on the device

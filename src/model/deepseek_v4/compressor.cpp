@@ -29,7 +29,8 @@ Series project(Backend& b, const TensorView& x, const TensorView& wkv, const Ten
 Tensor join(Backend& b, const Tensor& pending_rows, int pending, const Tensor& fresh, int64_t d) {
   const int64_t S = fresh.dim(0);
   Tensor out = b.empty({pending + S, d});
-  if (pending > 0) b.copy(pending_rows.view().slice_rows(0, pending), out.view().slice_rows(0, pending));
+  if (pending > 0)
+    b.copy(pending_rows.view().slice_rows(0, pending), out.view().slice_rows(0, pending));
   b.copy(fresh, out.view().slice_rows(pending, pending + S));
   return out;
 }
@@ -91,8 +92,10 @@ void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, boo
           b.copy(constant_rows(b, m, d, -std::numeric_limits<float>::infinity()),
                  g_rows.slice_rows(o, o + m));
         }
-        b.copy(kv_b.view().slice_rows(win * m, (win + 1) * m), kv_rows.slice_rows(o + m, o + 2 * m));
-        b.copy(gate_b.view().slice_rows(win * m, (win + 1) * m), g_rows.slice_rows(o + m, o + 2 * m));
+        b.copy(kv_b.view().slice_rows(win * m, (win + 1) * m),
+               kv_rows.slice_rows(o + m, o + 2 * m));
+        b.copy(gate_b.view().slice_rows(win * m, (win + 1) * m),
+               g_rows.slice_rows(o + m, o + 2 * m));
       }
       b.window_pool(kv3, g3, pooled);
       b.copy(kv_a.view().slice_rows((n_win - 1) * m, n_win * m), st.prev_kv_a);

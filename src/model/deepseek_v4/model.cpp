@@ -71,7 +71,8 @@ Tensor Model::forward_batch(std::span<const BatchItem> items) {
     for (int64_t s = 0; s < S; ++s) {
       ids.push_back(it.ids[s]);
       in.positions.push_back(static_cast<int32_t>(it.state->num_tokens + s));
-      if (it.all_logits || s == S - 1) logit_rows.push_back(static_cast<int32_t>(in.num_tokens + s));
+      if (it.all_logits || s == S - 1)
+        logit_rows.push_back(static_cast<int32_t>(in.num_tokens + s));
     }
     in.num_tokens += S;
   }

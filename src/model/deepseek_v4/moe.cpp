@@ -6,9 +6,12 @@ namespace deepinfer::deepseek_v4 {
 namespace {
 ScoringFunc scoring(RouterScoring s) {
   switch (s) {
-    case RouterScoring::kSoftmax: return ScoringFunc::kSoftmax;
-    case RouterScoring::kSigmoid: return ScoringFunc::kSigmoid;
-    case RouterScoring::kSqrtSoftplus: return ScoringFunc::kSqrtSoftplus;
+    case RouterScoring::kSoftmax:
+      return ScoringFunc::kSoftmax;
+    case RouterScoring::kSigmoid:
+      return ScoringFunc::kSigmoid;
+    case RouterScoring::kSqrtSoftplus:
+      return ScoringFunc::kSqrtSoftplus;
   }
   return ScoringFunc::kSqrtSoftplus;
 }

@@ -39,8 +39,7 @@ std::vector<float> rope_inv_freq(const RopeConfig& rope, int rope_dims) {
   high = std::min(high, dim - 1);
   if (low == high) high += 0.001;
   for (int i = 0; i < half; ++i) {
-    const float ramp =
-        std::clamp(static_cast<float>((i - low) / (high - low)), 0.0f, 1.0f);
+    const float ramp = std::clamp(static_cast<float>((i - low) / (high - low)), 0.0f, 1.0f);
     const float extrapolation_factor = 1.0f - ramp;
     const float extrapolated = 1.0f / pos_freqs[i];
     const float interpolated = 1.0f / (static_cast<float>(rope.factor) * pos_freqs[i]);

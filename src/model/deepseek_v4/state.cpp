@@ -15,7 +15,8 @@ void RowStore::append(Backend& backend, const TensorView& rows) {
   if (rows_ + n > buf_.dim(0)) {
     const int64_t cap = std::max<int64_t>(2 * buf_.dim(0), rows_ + n);
     Tensor bigger = backend.empty({cap, width_});
-    if (rows_ > 0) backend.copy(buf_.view().slice_rows(0, rows_), bigger.view().slice_rows(0, rows_));
+    if (rows_ > 0)
+      backend.copy(buf_.view().slice_rows(0, rows_), bigger.view().slice_rows(0, rows_));
     buf_ = std::move(bigger);
   }
   backend.copy(rows, buf_.view().slice_rows(rows_, rows_ + n));
@@ -43,7 +44,9 @@ CompressorState make_compressor(Backend& b, int m, int d, bool two_series) {
   return s;
 }
 
-int64_t bytes(const Tensor& t) { return t.defined() ? static_cast<int64_t>(t.view().nbytes()) : 0; }
+int64_t bytes(const Tensor& t) {
+  return t.defined() ? static_cast<int64_t>(t.view().nbytes()) : 0;
+}
 
 int64_t compressor_bytes(const CompressorState& s) {
   return bytes(s.pend_kv_a) + bytes(s.pend_gate_a) + bytes(s.pend_kv_b) + bytes(s.pend_gate_b) +

@@ -44,8 +44,8 @@ struct CompressorState {
 struct LayerState {
   Tensor ring;  // [max(W-1, 1), hd]: the last ring_rows K=V vectors in position order
   int64_t ring_rows = 0;
-  CompressorState comp;      // CSA / HCA
-  CompressorState indexer;   // CSA only
+  CompressorState comp;     // CSA / HCA
+  CompressorState indexer;  // CSA only
 };
 
 struct SequenceState {

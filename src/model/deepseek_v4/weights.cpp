@@ -47,10 +47,17 @@ class Loader {
     if (backend_.device() == Device::kCpu) return host;
     Tensor dev;
     switch (host.ndim()) {
-      case 1: dev = backend_.empty({host.dim(0)}, host.dtype()); break;
-      case 2: dev = backend_.empty({host.dim(0), host.dim(1)}, host.dtype()); break;
-      case 3: dev = backend_.empty({host.dim(0), host.dim(1), host.dim(2)}, host.dtype()); break;
-      default: fail(ErrorCode::kInternal, "place: unexpected rank {}", host.ndim());
+      case 1:
+        dev = backend_.empty({host.dim(0)}, host.dtype());
+        break;
+      case 2:
+        dev = backend_.empty({host.dim(0), host.dim(1)}, host.dtype());
+        break;
+      case 3:
+        dev = backend_.empty({host.dim(0), host.dim(1), host.dim(2)}, host.dtype());
+        break;
+      default:
+        fail(ErrorCode::kInternal, "place: unexpected rank {}", host.ndim());
     }
     backend_.upload(host.view().data(), dev);
     return dev;
@@ -104,8 +111,8 @@ Tensor load_stacked(Loader& ld, const std::string& prefix, const char* leaf, int
   Tensor out = Tensor::empty({E, rows, cols});
   const int64_t per = static_cast<int64_t>(rows) * cols;
   for (int e = 0; e < E; ++e) {
-    Tensor t = ld.store().get_f32(fmt::format("{}.experts.{}.{}.weight", prefix, e, leaf),
-                                  {rows, cols});
+    Tensor t =
+        ld.store().get_f32(fmt::format("{}.experts.{}.{}.weight", prefix, e, leaf), {rows, cols});
     std::memcpy(out.data_as<float>() + e * per, t.data_as<float>(), per * sizeof(float));
   }
   return ld.place_matrix(out);
@@ -120,7 +127,7 @@ ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backen
   ModelWeights w;
   w.embed = ld.matrix("embed.weight", {V, D});
   w.head = c.tie_word_embeddings && !store.has("head.weight") ? w.embed
-                                                               : ld.matrix("head.weight", {V, D});
+                                                              : ld.matrix("head.weight", {V, D});
   w.norm = ld.f32("norm.weight", {D});
   w.hc_head_fn = ld.f32("hc_head_fn", {hc, hc * D});
   w.hc_head_base = ld.f32("hc_head_base", {hc});

@@ -38,11 +38,11 @@ struct AttentionWeights {
 };
 
 struct MoeWeights {
-  Tensor gate;     // [E, D]
-  Tensor bias;     // [E] (moe layers) or undefined
-  Tensor tid2eid;  // [V, k] I32 (hash_moe layers) or undefined
-  Tensor w1, w3;   // [E, I, D]
-  Tensor w2;       // [E, D, I]
+  Tensor gate;                             // [E, D]
+  Tensor bias;                             // [E] (moe layers) or undefined
+  Tensor tid2eid;                          // [V, k] I32 (hash_moe layers) or undefined
+  Tensor w1, w3;                           // [E, I, D]
+  Tensor w2;                               // [E, D, I]
   Tensor shared_w1, shared_w3, shared_w2;  // [I, D], [I, D], [D, I]
 };
 

@@ -1,0 +1,94 @@
+// Shared by the CPU and CUDA golden tests: the fixtures under tests/data/golden (made by
+// tools/golden/make_fixtures.py with transformers) and the comparisons against them.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/npy.h"
+#include "model/deepseek_v4/model.h"
+
+namespace deepinfer::golden {
+
+// DEEPINFER_SOURCE_DIR in the environment overrides the compiled-in source tree, so a binary
+// built elsewhere can run next to a copy of the repository.
+inline std::string dir() {
+  const char* env = std::getenv("DEEPINFER_SOURCE_DIR");
+  return std::string(env && *env ? env : DEEPINFER_SOURCE_DIR) + "/tests/data/golden/";
+}
+
+struct Fixture {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> greedy_prompt, greedy_continuation;
+  NpyArray prefill, decode;  // reference logits [S, V]: whole prompt / token by token
+};
+
+inline Fixture load_fixture(const std::string& name) {
+  Fixture f;
+  std::ifstream in(dir() + name + "/fixture.json");
+  const auto j = nlohmann::json::parse(in);
+  f.ids = j["input_ids"].get<std::vector<int32_t>>();
+  const int n = j["greedy_prompt_len"].get<int>();
+  f.greedy_prompt.assign(f.ids.begin(), f.ids.begin() + n);
+  f.greedy_continuation = j["greedy_continuation"].get<std::vector<int32_t>>();
+  f.prefill = read_npy(dir() + name + "/logits_prefill.npy");
+  f.decode = read_npy(dir() + name + "/logits_decode.npy");
+  return f;
+}
+
+// Runs the prompt through a fresh state `chunk` tokens at a time (0 = all at once).
+inline std::vector<float> run(deepseek_v4::Model& model, const std::vector<int32_t>& ids,
+                              int64_t chunk) {
+  const int64_t S = ids.size(), V = model.config().vocab_size;
+  if (chunk == 0) chunk = S;
+  std::vector<float> out(S * V);
+  auto state = model.new_state();
+  for (int64_t b = 0; b < S; b += chunk) {
+    const int64_t e = std::min(S, b + chunk);
+    Tensor l = model.forward(std::span<const int32_t>(ids.data() + b, e - b), state);
+    std::copy_n(l.data_as<float>(), (e - b) * V, out.data() + b * V);
+  }
+  return out;
+}
+
+// ||a - ref|| / ||ref||; infinite for a size mismatch or a non-finite value.
+inline double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+  if (a.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// Rows whose reference top-2 margin exceeds `margin` must have the same argmax; returns how many
+// do not.
+inline int argmax_mismatches(const std::vector<float>& a, const std::vector<float>& ref,
+                             int64_t V, double margin) {
+  int bad = 0;
+  for (size_t r = 0; r < a.size() / V; ++r) {
+    const float* x = a.data() + r * V;
+    const float* y = ref.data() + r * V;
+    int64_t ax = 0, ay = 0;
+    for (int64_t v = 1; v < V; ++v) {
+      if (x[v] > x[ax]) ax = v;
+      if (y[v] > y[ay]) ay = v;
+    }
+    float second = -INFINITY;
+    for (int64_t v = 0; v < V; ++v)
+      if (v != ay) second = std::max(second, y[v]);
+    if (y[ay] - second > margin && ax != ay) ++bad;
+  }
+  return bad;
+}
+
+}  // namespace deepinfer::golden
