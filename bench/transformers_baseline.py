@@ -519,6 +519,10 @@ def main():
     doc = {"tool": "transformers DeepseekV4ForCausalLM", "mode": a.mode, "model": a.model,
            "device": torch.cuda.get_device_name(), "seed": a.seed}
     peaks = (a.peak_gbs * 1e9, a.peak_tflops * 1e12)
+    # The reference keeps its norms in fp32 (_keep_in_fp32_modules_strict), whose fp32 outputs
+    # then meet bf16 linears: bf16 autocast is how transformers runs V4 in bf16.
+    autocast = torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    autocast.__enter__()
     if a.mode == "serve":
         doc["serve"] = run_serve(model, c, a, a.device)
         print_serve(doc["serve"])
