@@ -58,6 +58,42 @@ inline std::vector<float> run(deepseek_v4::Model& model, const std::vector<int32
   return out;
 }
 
+// One sequence of a batched run: the first `len` fixture tokens fed `chunk` at a time.
+struct BatchedSeq {
+  int64_t len = 0, chunk = 1;
+  std::vector<float> logits;  // [len, V] once run_batched returns
+};
+
+// Feeds every sequence's chunks together through forward_batch, step after step (sequences of
+// different lengths and chunk sizes share each forward), collecting each one's logits.
+inline void run_batched(deepseek_v4::Model& model, const std::vector<int32_t>& ids,
+                        std::vector<BatchedSeq>& seqs) {
+  const int64_t V = model.config().vocab_size;
+  std::vector<deepseek_v4::SequenceState> states;
+  std::vector<int64_t> fed(seqs.size(), 0);
+  for (size_t i = 0; i < seqs.size(); ++i) states.push_back(model.new_state());
+  for (;;) {
+    std::vector<deepseek_v4::Model::BatchItem> items;
+    std::vector<size_t> order;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (fed[i] == seqs[i].len) continue;
+      const int64_t n = std::min(seqs[i].chunk, seqs[i].len - fed[i]);
+      items.push_back({std::span<const int32_t>(ids.data() + fed[i], n), &states[i], true});
+      order.push_back(i);
+      fed[i] += n;
+    }
+    if (items.empty()) return;
+    Tensor l = model.forward_batch(items);
+    int64_t row = 0;
+    for (size_t k = 0; k < items.size(); ++k) {
+      const int64_t n = items[k].ids.size();
+      auto& out = seqs[order[k]].logits;
+      out.insert(out.end(), l.data_as<float>() + row * V, l.data_as<float>() + (row + n) * V);
+      row += n;
+    }
+  }
+}
+
 // ||a - ref|| / ||ref||; infinite for a size mismatch or a non-finite value.
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
   if (a.size() != ref.size()) return INFINITY;
@@ -72,8 +108,8 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<float>& ref)
 
 // Rows whose reference top-2 margin exceeds `margin` must have the same argmax; returns how many
 // do not.
-inline int argmax_mismatches(const std::vector<float>& a, const std::vector<float>& ref,
-                             int64_t V, double margin) {
+inline int argmax_mismatches(const std::vector<float>& a, const std::vector<float>& ref, int64_t V,
+                             double margin) {
   int bad = 0;
   for (size_t r = 0; r < a.size() / V; ++r) {
     const float* x = a.data() + r * V;

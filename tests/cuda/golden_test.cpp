@@ -69,34 +69,10 @@ TEST_P(CudaGolden, BatchedSequencesMatchEachAlone) {
   auto backend = make_cuda_backend();
   auto model = deepseek_v4::Model::load(golden_dir() + name, *backend);
   const int64_t V = model->config().vocab_size, S = f.ids.size();
-  struct Seq {
-    int64_t len, chunk, fed = 0;
-    deepseek_v4::SequenceState state;
-    std::vector<float> logits;
-  };
-  std::vector<Seq> seqs;
+  std::vector<golden::BatchedSeq> seqs;
   for (auto [len, chunk] : {std::pair<int64_t, int64_t>{S, 5}, {37, 3}, {S * 3 / 4, 11}, {9, 1}})
-    seqs.push_back({len, chunk, 0, model->new_state(), {}});
-  for (;;) {
-    std::vector<deepseek_v4::Model::BatchItem> items;
-    std::vector<Seq*> order;
-    for (auto& q : seqs) {
-      if (q.fed == q.len) continue;
-      const int64_t n = std::min(q.chunk, q.len - q.fed);
-      items.push_back({std::span<const int32_t>(f.ids.data() + q.fed, n), &q.state, true});
-      order.push_back(&q);
-      q.fed += n;
-    }
-    if (items.empty()) break;
-    Tensor l = model->forward_batch(items);
-    int64_t row = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-      const int64_t n = items[i].ids.size();
-      order[i]->logits.insert(order[i]->logits.end(), l.data_as<float>() + row * V,
-                              l.data_as<float>() + (row + n) * V);
-      row += n;
-    }
-  }
+    seqs.push_back({len, chunk, {}});
+  golden::run_batched(*model, f.ids, seqs);
   for (auto& q : seqs) {
     const std::vector<int32_t> ids(f.ids.begin(), f.ids.begin() + q.len);
     const std::vector<float> alone = run(*model, ids, q.chunk);
