@@ -32,7 +32,8 @@ PerplexityResult perplexity(deepseek_v4::Model& model, std::span<const int32_t> 
       states.push_back(model.new_state());
     }
     std::vector<deepseek_v4::Model::BatchItem> items;
-    for (size_t i = 0; i < seqs.size(); ++i) items.push_back({seqs[i], &states[i], true});
+    for (size_t i = 0; i < seqs.size(); ++i)
+      items.push_back({seqs[i], &states[i], deepseek_v4::Model::BatchItem::Logits::kAll});
     Tensor logits = model.forward_batch(items);
     int64_t row = 0;
     for (const auto& s : seqs) {

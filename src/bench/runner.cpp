@@ -36,7 +36,7 @@ void BenchRunner::fill_context(std::vector<SequenceState>& states, int64_t conte
       std::vector<std::vector<int32_t>> ids;
       std::vector<Model::BatchItem> items;
       for (size_t i = g0; i < g1; ++i) ids.push_back(random_ids(n));
-      for (size_t i = g0; i < g1; ++i) items.push_back({ids[i - g0], &states[i], false});
+      for (size_t i = g0; i < g1; ++i) items.push_back({ids[i - g0], &states[i]});
       model_.forward_batch(items);
     }
   }
@@ -67,7 +67,7 @@ RunResult BenchRunner::run_prefill(int64_t prefill_tokens, int64_t num_seqs, int
       ids.push_back(random_ids(n));
       shape.push_back({context_length, n});
     }
-    for (int64_t i = 0; i < num_seqs; ++i) items.push_back({ids[i], &states[i], false});
+    for (int64_t i = 0; i < num_seqs; ++i) items.push_back({ids[i], &states[i]});
     timer_->start();
     model_.forward_batch(items);
     const double secs = timer_->stop();
@@ -104,7 +104,7 @@ RunResult BenchRunner::run_decode(int64_t num_requests, int64_t context_length, 
   for (int s = 0; s < warmup_steps + num_steps; ++s) {
     std::vector<Model::BatchItem> items;
     for (int64_t i = 0; i < num_requests; ++i)
-      items.push_back({std::span<const int32_t>(&next[i], 1), &states[i], false});
+      items.push_back({std::span<const int32_t>(&next[i], 1), &states[i]});
     const int64_t context = states[0].num_tokens;
     timer_->start();
     Tensor logits = model_.forward_batch(items);

@@ -213,8 +213,11 @@ std::vector<RequestOutput> Engine::step() {
       Request* r = by_seq_.at(s.seq->id);
       if (!r->state) r->state.emplace(model_->new_state());
       if (r->out.metrics.first_scheduled_time == 0) r->out.metrics.first_scheduled_time = now;
-      items.push_back(
-          {std::span<const int32_t>(s.seq->tokens.data() + s.begin, s.count), &*r->state, false});
+      // Only chunks that end in a sample need logits (the head is the largest matrix).
+      items.push_back({std::span<const int32_t>(s.seq->tokens.data() + s.begin, s.count),
+                       &*r->state,
+                       s.sample ? deepseek_v4::Model::BatchItem::Logits::kLast
+                                : deepseek_v4::Model::BatchItem::Logits::kNone});
       reqs.push_back(r);
     }
   }
@@ -224,11 +227,11 @@ std::vector<RequestOutput> Engine::step() {
     logits = model_->forward_batch(items);
   }
 
-  // Rows of sequences whose chunk ends their prompt (or decode) produce a token.
+  // Row k of `logits` belongs to the k-th scheduled sequence that samples (its chunk ends its
+  // prompt, or a decode); the sampler processes it in place.
   const int64_t V = model_->config().vocab_size;
   std::vector<sampling::SampleRow> rows;
   std::vector<int64_t> row_of;
-  std::vector<float> sample_logits;
   {
     ScopedCpuTimer t("sample");
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
@@ -246,10 +249,10 @@ std::vector<RequestOutput> Engine::step() {
       row.context.eos_token_ids = eos_ids_;
       rows.push_back(row);
       row_of.push_back(static_cast<int64_t>(i));
-      sample_logits.insert(sample_logits.end(), logits.data_as<float>() + i * V,
-                           logits.data_as<float>() + (i + 1) * V);
     }
   }
+
+  DI_ASSERT(logits.dim(0) == static_cast<int64_t>(rows.size()));
 
   std::vector<RequestOutput> outputs;
   ScopedCpuTimer t("output processing");
@@ -258,7 +261,7 @@ std::vector<RequestOutput> Engine::step() {
     if (r->finished) continue;  // aborted while it ran
     sampling::SampleResult res;
     try {
-      std::span<float> row(sample_logits.data() + k * V, V);
+      std::span<float> row(logits.data_as<float>() + k * V, V);
       res = sampling::sample_row(row, r->params, r->seed, rows[k].position, rows[k].context);
     } catch (const Error& e) {
       // A request whose logits cannot be sampled fails alone.

@@ -43,7 +43,7 @@ struct ModelConfig {
   RouterScoring scoring_func = RouterScoring::kSqrtSoftplus;
   bool norm_topk_prob = true;
   double routed_scaling_factor = 1.0;
-  double swiglu_limit = 0.0;  // 0: no clamp
+  double swiglu_limit = 0.0;  // clamp of SwiGLU gate/up pre-activations (> 0; validated)
   int sliding_window = 0;
   int compress_rate_csa = 4;
   int compress_rate_hca = 128;

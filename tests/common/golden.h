@@ -78,7 +78,8 @@ inline void run_batched(deepseek_v4::Model& model, const std::vector<int32_t>& i
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (fed[i] == seqs[i].len) continue;
       const int64_t n = std::min(seqs[i].chunk, seqs[i].len - fed[i]);
-      items.push_back({std::span<const int32_t>(ids.data() + fed[i], n), &states[i], true});
+      items.push_back({std::span<const int32_t>(ids.data() + fed[i], n), &states[i],
+                       deepseek_v4::Model::BatchItem::Logits::kAll});
       order.push_back(i);
       fed[i] += n;
     }

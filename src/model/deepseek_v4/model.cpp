@@ -43,7 +43,7 @@ Tensor hc_site(Backend& b, const ModelConfig& c, const HcWeights& hc, const Tens
 }  // namespace
 
 Tensor Model::forward(std::span<const int32_t> ids, SequenceState& state) {
-  const BatchItem item{ids, &state, true};
+  const BatchItem item{ids, &state, BatchItem::Logits::kAll};
   return forward_batch(std::span<const BatchItem>(&item, 1));
 }
 
@@ -71,7 +71,8 @@ Tensor Model::forward_batch(std::span<const BatchItem> items) {
     for (int64_t s = 0; s < S; ++s) {
       ids.push_back(it.ids[s]);
       in.positions.push_back(static_cast<int32_t>(it.state->num_tokens + s));
-      if (it.all_logits || s == S - 1)
+      if (it.logits == BatchItem::Logits::kAll ||
+          (it.logits == BatchItem::Logits::kLast && s == S - 1))
         logit_rows.push_back(static_cast<int32_t>(in.num_tokens + s));
     }
     in.num_tokens += S;
@@ -99,6 +100,7 @@ Tensor Model::forward_batch(std::span<const BatchItem> items) {
 
   // Only the rows whose logits were asked for go through the head.
   const int64_t R = static_cast<int64_t>(logit_rows.size());
+  if (R == 0) return Tensor::empty({0, c.vocab_size});
   Tensor h = b.empty({T, D});
   b.hc_head(X, weights_.hc_head_fn, weights_.hc_head_base, weights_.hc_head_scale,
             static_cast<float>(c.hc_eps), static_cast<float>(c.rms_norm_eps), h);

@@ -27,7 +27,9 @@ class Model {
   struct BatchItem {
     std::span<const int32_t> ids;  // the next tokens of the sequence
     SequenceState* state = nullptr;
-    bool all_logits = false;  // logits for every fed token, else only for the last one
+    // Which of its rows come back as logits: none (a prompt chunk that samples nothing), the
+    // last fed token, or every fed token.
+    enum class Logits { kNone, kLast, kAll } logits = Logits::kLast;
   };
 
   // Feeds every item's tokens through its state in one batched forward and returns fp32 logits
