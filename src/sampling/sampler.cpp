@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "sampling/rng.h"
+#include "sampling/sampling_exp.h"
 
 namespace deepinfer::sampling {
 
@@ -48,9 +49,27 @@ float scaled(float logit, float temperature) {
   return logit / temperature;
 }
 
-// p relative to the top token; handles a +inf maximum (bias +inf) without NaN.
+// p relative to the top token; handles a +inf maximum (bias +inf) without NaN. sampling_exp, not
+// std::exp: the device sampler must compute the same bits.
 float rel_p(float z, float zmax) {
-  return z == zmax ? 1.0f : std::exp(z - zmax);
+  return z == zmax ? 1.0f : sampling_exp(z - zmax);
+}
+
+// The tokens with p > 0 and p >= min_p, unordered. Cloned for x86-64 CPUs with FMA, where
+// sampling_exp's fma is one instruction rather than a libm call (the same bits either way).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DI_FMA_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define DI_FMA_CLONES
+#endif
+DI_FMA_CLONES size_t collect_candidates(const float* logits, size_t n, float t, float zmax,
+                                        float min_p, Cand* out) {
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float p = rel_p(scaled(logits[i], t), zmax);
+    if (p > 0.0f && p >= min_p) out[kept++] = {p, static_cast<int32_t>(i), token_weight(p)};
+  }
+  return kept;
 }
 
 uint64_t total_weight(std::span<const Cand> c) {
@@ -130,14 +149,8 @@ Dist build_dist(std::span<const float> logits, const SamplingParams& params) {
            "cannot sample: every logit is -inf or NaN after processing (all tokens masked)");
 
   // min_p compares against the top token's relative p, which is exactly 1.
-  const float min_p = params.min_p;
   c.resize(logits.size());
-  size_t n = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float p = rel_p(scaled(logits[i], t), d.zmax);
-    if (p > 0.0f && p >= min_p) c[n++] = {p, static_cast<int32_t>(i), token_weight(p)};
-  }
-  c.resize(n);
+  c.resize(collect_candidates(logits.data(), logits.size(), t, d.zmax, params.min_p, c.data()));
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < c.size()) {
     std::nth_element(c.begin(), c.begin() + params.top_k, c.end(), before);
     c.resize(params.top_k);

@@ -5,7 +5,8 @@
 //      given: log_softmax of the model's logits, before processors and temperature;
 //   2. logits processors (logits_processors.h) edit the row in place;
 //   3. greedy (temperature < kGreedyTemperature): argmax, ties -> lowest id. Otherwise, in
-//      fp32:  z = logit / temperature,  p = exp(z - max z)  (the top token has p = 1), and
+//      fp32:  z = logit / temperature,  p = exp(z - max z)  (the top token has p = 1; exp is
+//      sampling_exp.h's, bit-identical on the host and on CUDA devices), and
 //        min_p:  drop p < min_p                             (relative to the top token, as vLLM)
 //        top_k:  keep the first k in the order (p desc, id asc)
 //        top_p:  keep the shortest prefix of that order whose weight >= ceil(top_p * kept weight)

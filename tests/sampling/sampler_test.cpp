@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
+#include "sampling/sampling_exp.h"
 
 using namespace deepinfer;
 using namespace deepinfer::sampling;
@@ -78,7 +79,7 @@ int32_t reference_sample(const std::vector<float>& logits, const SamplingParams&
   std::vector<C> c;
   for (size_t i = 0; i < logits.size(); ++i) {
     const float z = logits[i] / p.temperature;
-    const float q = z == zmax ? 1.0f : std::exp(z - zmax);
+    const float q = z == zmax ? 1.0f : sampling_exp(z - zmax);
     if (q > 0.0f && q >= p.min_p) c.push_back({q, static_cast<int32_t>(i)});
   }
   std::sort(c.begin(), c.end(),
