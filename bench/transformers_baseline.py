@@ -534,13 +534,14 @@ def main():
         else:
             runs = [run_prefill(model, c, a, peaks, a.device)]
         doc["runs"] = runs
-        print(f"{'mode':<8} {'seqs':>6} {'tok/step':>8} {'context':>8} {'step ms':>10} "
+        print(f"{'mode':<8} {'seqs':>6} {'tok/step':>8} {'context':>8} {'ctx':>5} {'step ms':>10} "
               f"{'tok/s':>10} {'tok/s/user':>11} {'GB/s':>8} {'TFLOP/s':>9} {'roof ms':>10} "
               f"{'%roof':>7} {'bound':>8}")
         for r in runs:
             s = r["summary"]
             print(f"{r['mode']:<8} {r['num_seqs']:>6} {s['tokens_per_step']:>8.0f} "
-                  f"{s['context_first']:>8.0f} {1e3 * s['median_step_s']:>10.3f} "
+                  f"{s['context_first']:>8.0f} {'real' if r['context_length'] else '-':>5} "
+                  f"{1e3 * s['median_step_s']:>10.3f} "
                   f"{s['tokens_per_s']:>10.1f} {s['tokens_per_s_per_user']:>11.2f} "
                   f"{s['achieved_gbs']:>8.2f} {s['achieved_tflops']:>9.4f} "
                   f"{1e3 * s['roofline_step_s']:>10.3f} {100 * s['roofline_fraction']:>6.1f}% "

@@ -1,5 +1,6 @@
 #include "backend/arg_checks.h"
 
+#include <cmath>
 #include <string>
 
 #include <fmt/format.h>
@@ -67,6 +68,16 @@ void expect_no_alias(const char* op, const char* a_name, const TensorView& a, co
   const bool disjoint = a0 + a.nbytes() <= b0 || b0 + b.nbytes() <= a0;
   DI_CHECK(disjoint, ErrorCode::kInvalidArgument, "{}: {} {} must not overlap {} {}", op, a_name,
            a.shape_str(), b_name, b.shape_str());
+}
+
+void expect_fill(const char* op, const TensorView& t, Device device, float lo, float hi) {
+  DI_CHECK(t.device() == device && t.is_contiguous() && (t.data() != nullptr || t.numel() == 0),
+           ErrorCode::kInvalidArgument, "{}: t {} must be a contiguous {} tensor", op,
+           t.shape_str(), device_word(device));
+  DI_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kBF16, ErrorCode::kInvalidArgument,
+           "{}: t is {} {}, expected F32 or BF16", op, dtype_name(t.dtype()), t.shape_str());
+  DI_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, ErrorCode::kInvalidArgument,
+           "{}: the range [{}, {}] must be finite with lo <= hi", op, lo, hi);
 }
 
 }  // namespace deepinfer::arg_checks

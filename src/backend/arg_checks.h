@@ -20,6 +20,9 @@ void expect_like(const char* op, const char* name, const TensorView& t, const ch
 // Throws unless the byte ranges of a and b are disjoint.
 void expect_no_alias(const char* op, const char* a_name, const TensorView& a, const char* b_name,
                      const TensorView& b);
+// fill_random's arguments: t a contiguous F32 or BF16 tensor on `device` (any rank, may be empty),
+// lo <= hi both finite.
+void expect_fill(const char* op, const TensorView& t, Device device, float lo, float hi);
 // True when an optional argument was given: a non-null view (a [0, ...] tensor counts as given).
 inline bool given(const TensorView& t) {
   return !t.empty();

@@ -36,6 +36,13 @@ class Backend {
   virtual void upload(const void* host, const TensorView& dst) = 0;  // dst.nbytes() bytes
   virtual void download(const TensorView& src, void* host) = 0;
   virtual void copy(const TensorView& src, const TensorView& dst) = 0;  // same numel and dtype
+  // Fills t (contiguous, F32 or BF16) with uniform values in [lo, hi], every element a pure
+  // function of (seed, flat index i), so every backend writes the same bits:
+  //   z = seed + (i + 1) * 0x9E3779B97F4A7C15 (mod 2^64), then the SplitMix64 finaliser
+  //   z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9; z = (z ^ z >> 27) * 0x94D049BB133111EB; z ^= z >> 31
+  //   u = float(z >> 40) * 2^-24;  v = fmaf(hi - lo, u, lo) (fp32, one rounding); BF16 stores v
+  //   rounded to nearest even. For random weights and synthetic state (bench), not for sampling.
+  virtual void fill_random(const TensorView& t, uint64_t seed, float lo, float hi) = 0;
 
   // ---- dense ---------------------------------------------------------------------------------
   // out[M, N] = x[M, K] @ w[N, K]^T, or out += ... when accumulate.

@@ -17,6 +17,7 @@
 
 #include "bench/random_checkpoint.h"
 #include "core/status.h"
+#include "io/model_config.h"
 
 namespace deepinfer::bench {
 
@@ -198,6 +199,10 @@ json preset_config(const PresetOptions& o) {
     c["num_experts_per_tok"] = std::min(c["num_experts_per_tok"].get<int>(), o.num_experts);
   }
   return c;
+}
+
+ModelConfig preset_model_config(const PresetOptions& options) {
+  return parse_model_config(preset_config(options).dump(), "preset " + options.preset);
 }
 
 }  // namespace deepinfer::bench

@@ -276,27 +276,12 @@ void store_rows(const Item& it, int64_t r0, int64_t nr, const float* v, uint8_t*
   }
 }
 
-// tid2eid rows [r0, r0 + nr): k distinct experts of E per row (partial Fisher-Yates).
+// tid2eid rows [r0, r0 + nr) as stored (I64).
 void tid2eid_rows(const Item& it, uint64_t seed, int num_experts, int64_t r0, int64_t nr,
                   uint8_t* dst) {
-  const int64_t k = it.cols;
-  const sampling::PhiloxKey key = sampling::philox_key(seed);
-  const uint64_t stream = fnv1a(it.spec.name);
-  std::vector<int64_t> perm(num_experts);
-  for (int64_t r = 0; r < nr; ++r) {
-    std::iota(perm.begin(), perm.end(), 0);
-    const uint64_t row = static_cast<uint64_t>(r0 + r);
-    for (int64_t i = 0; i < k; ++i) {
-      const uint64_t block = row * static_cast<uint64_t>((k + 3) / 4) + i / 4;
-      const auto w = sampling::philox4x32_10(
-          {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-           static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
-          key);
-      const int64_t j = i + static_cast<int64_t>(w[i % 4] % static_cast<uint32_t>(num_experts - i));
-      std::swap(perm[i], perm[j]);
-      std::memcpy(dst + (r * k + i) * 8, &perm[i], 8);
-    }
-  }
+  std::vector<int64_t> v(static_cast<size_t>(nr * it.cols));
+  random_tid2eid_rows(it.spec.name, seed, num_experts, it.cols, r0, nr, v.data());
+  std::memcpy(dst, v.data(), v.size() * sizeof(int64_t));
 }
 
 void pwrite_all(int fd, const void* data, size_t n, uint64_t offset, const std::string& path) {
@@ -419,6 +404,35 @@ void write_items(const std::vector<Item>& items, int shard, const ModelConfig& c
 
 }  // namespace
 
+RandomInit random_init(const std::string& name, const std::vector<int64_t>& shape) {
+  const Init i = init_for(name, shape);
+  return {i.mean, i.std};
+}
+
+// k distinct experts of E per row (partial Fisher-Yates).
+void random_tid2eid_rows(const std::string& name, uint64_t seed, int num_experts, int64_t k,
+                         int64_t r0, int64_t nr, int64_t* out) {
+  DI_CHECK(k <= num_experts, ErrorCode::kInvalidArgument,
+           "{}: {} distinct experts per row of only {}", name, k, num_experts);
+  const sampling::PhiloxKey key = sampling::philox_key(seed);
+  const uint64_t stream = fnv1a(name);
+  std::vector<int64_t> perm(num_experts);
+  for (int64_t r = 0; r < nr; ++r) {
+    std::iota(perm.begin(), perm.end(), 0);
+    const uint64_t row = static_cast<uint64_t>(r0 + r);
+    for (int64_t i = 0; i < k; ++i) {
+      const uint64_t block = row * static_cast<uint64_t>((k + 3) / 4) + i / 4;
+      const auto w = sampling::philox4x32_10(
+          {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+           static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
+          key);
+      const int64_t j = i + static_cast<int64_t>(w[i % 4] % static_cast<uint32_t>(num_experts - i));
+      std::swap(perm[i], perm[j]);
+      out[r * k + i] = perm[i];
+    }
+  }
+}
+
 void random_tensor_values(const std::string& name, const std::vector<int64_t>& shape, uint64_t seed,
                           int64_t begin, int64_t n, float* out) {
   const Init init = init_for(name, shape);
@@ -433,7 +447,7 @@ RandomCheckpointResult write_random_checkpoint(const RandomCheckpointOptions& o)
   DI_CHECK(!o.out_dir.empty(), ErrorCode::kInvalidArgument, "--out: an output directory is needed");
   DI_CHECK(o.shard_bytes > 0, ErrorCode::kInvalidArgument, "shard size must be positive");
   const json config_json = preset_config(o.preset);
-  const ModelConfig config = parse_model_config(config_json.dump(), "preset " + o.preset.preset);
+  const ModelConfig config = preset_model_config(o.preset);
   const fs::path out(o.out_dir);
   fs::create_directories(out);
   for (const auto& entry : fs::directory_iterator(out)) {

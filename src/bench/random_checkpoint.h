@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "io/model_config.h"
+
 namespace deepinfer::bench {
 
 enum class CheckpointDtype { kBf16, kFp8, kMxfp4Experts };
@@ -44,6 +46,8 @@ struct PresetOptions {
 
 // The config.json of a preset. Throws kInvalidArgument for an unknown preset or bad overrides.
 nlohmann::json preset_config(const PresetOptions& options);
+// The same, parsed: the ModelConfig a checkpoint written for the preset loads with.
+ModelConfig preset_model_config(const PresetOptions& options);
 
 struct RandomCheckpointOptions {
   PresetOptions preset;
@@ -76,5 +80,16 @@ RandomCheckpointResult write_random_checkpoint(const RandomCheckpointOptions& op
 // covered here.
 void random_tensor_values(const std::string& name, const std::vector<int64_t>& shape, uint64_t seed,
                           int64_t begin, int64_t n, float* out);
+
+// The normal distribution tensor `name` of `shape` is drawn from (see the note at the top).
+struct RandomInit {
+  float mean = 0, std = 1;
+};
+RandomInit random_init(const std::string& name, const std::vector<int64_t>& shape);
+
+// Rows [r0, r0 + nr) of the hash-routing table `name` ([vocab, k]): k distinct experts of
+// num_experts per row, row-major into out[nr * k].
+void random_tid2eid_rows(const std::string& name, uint64_t seed, int num_experts, int64_t k,
+                         int64_t r0, int64_t nr, int64_t* out);
 
 }  // namespace deepinfer::bench

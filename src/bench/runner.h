@@ -12,6 +12,13 @@
 // chunk by chunk, sequence by sequence, then the first decode tokens; prefill: per step the fill,
 // then each sequence's chunk), which bench/transformers_baseline.py reproduces. Accounting counts
 // the real tokens of each step only.
+//
+// Synthetic context (BenchSetup::synthetic_context, `--synthetic-context`): instead of the
+// untimed fill forwards, every sequence's state is set directly to `context_length` tokens
+// (SequenceState::fill_synthetic: full ring, entries / indexer keys of the closed windows,
+// pending rows, random values of realistic scale), which takes milliseconds at 64k tokens. The
+// timed steps do the same work on it as on a prefilled state, so the roofline is unchanged; no
+// token ids are drawn for the fill (the prompt stream then differs from the prefilled run's).
 #pragma once
 
 #include <cstdint>
@@ -48,7 +55,8 @@ struct RunSpec {
 struct RunResult {
   RunSpec spec;
   std::vector<StepRecord> steps;
-  double fill_seconds = 0;  // untimed context fill (decode)
+  double fill_seconds = 0;         // untimed context fill (prefill: over all steps)
+  bool synthetic_context = false;  // the context was set by fill_synthetic, not prefilled
 };
 
 struct BenchSetup {
@@ -56,6 +64,7 @@ struct BenchSetup {
   RooflineDtypes dtypes;
   uint64_t seed = 0;
   int64_t fill_chunk_tokens = 8192;  // tokens per untimed context-fill forward
+  bool synthetic_context = false;    // set states directly instead of the fill forwards
 };
 
 class BenchRunner {
@@ -70,14 +79,17 @@ class BenchRunner {
   const StepTimer& timer() const { return *timer_; }
 
  private:
-  // Feeds `context` random tokens into each state, batching sequences into chunked forwards.
-  void fill_context(std::vector<deepseek_v4::SequenceState>& states, int64_t context);
+  // Feeds `context` random tokens into each state, batching sequences into chunked forwards;
+  // or, synthetic, sets each state to `context` tokens with room for `reserve` more.
+  void fill_context(std::vector<deepseek_v4::SequenceState>& states, int64_t context,
+                    int64_t reserve);
   std::vector<int32_t> random_ids(int64_t n);
 
   deepseek_v4::Model& model_;
   BenchSetup setup_;
   std::unique_ptr<StepTimer> timer_;
   SplitMix64 rng_;
+  uint64_t synthetic_fills_ = 0;  // states filled synthetically so far (each gets its own seed)
 };
 
 // Per-step and summary numbers of a run as JSON (what --json-out holds per run).

@@ -90,6 +90,38 @@ TEST_F(RunnerTest, PrefillStepsSplitTokensOverSequences) {
   EXPECT_THROW(runner.run_prefill(0, 1, 0, 0, 1), Error);
 }
 
+TEST_F(RunnerTest, SyntheticContextSkipsTheFillAndKeepsTheAccounting) {
+  BenchSetup s = setup();
+  s.synthetic_context = true;
+  BenchRunner runner(*model_, s);
+  const RunResult r = runner.run_decode(3, 40, 2, 4);
+  EXPECT_TRUE(r.synthetic_context);
+  ASSERT_EQ(r.steps.size(), 4u);
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const StepRecord& st = r.steps[i];
+    EXPECT_EQ(st.mean_context, 40 + 2 + static_cast<double>(i));
+    const StepCost want =
+        step_cost(model_->config(), 3, 1, static_cast<int64_t>(40 + 2 + i), s.dtypes);
+    EXPECT_DOUBLE_EQ(st.cost.bytes(), want.bytes());
+    EXPECT_DOUBLE_EQ(st.cost.flops(), want.flops());
+  }
+  const json j = run_json(r, s.peaks);
+  EXPECT_TRUE(j["synthetic_context"].get<bool>());
+  EXPECT_NE(summary_table({r}, s.peaks).find("synth"), std::string::npos);
+
+  const RunResult p = runner.run_prefill(33, 2, 8, 1, 2);
+  EXPECT_TRUE(p.synthetic_context);
+  const std::vector<SeqStep> shape = {{8, 17}, {8, 16}};
+  for (const StepRecord& st : p.steps)
+    EXPECT_DOUBLE_EQ(st.cost.flops(), step_cost(model_->config(), shape, s.dtypes).flops());
+
+  // Without context there is nothing synthetic about a run.
+  EXPECT_FALSE(runner.run_decode(1, 0, 0, 1).synthetic_context);
+  const RunResult prefilled = BenchRunner(*model_, setup()).run_decode(1, 8, 0, 1);
+  EXPECT_FALSE(prefilled.synthetic_context);
+  EXPECT_NE(summary_table({prefilled}, s.peaks).find("real"), std::string::npos);
+}
+
 TEST_F(RunnerTest, ServeReportsVllmMetrics) {
   EngineConfig cfg;
   cfg.model = *dir_;

@@ -1,5 +1,8 @@
 // `deepinfer bench`: prefill / decode step benchmarks against the roofline, and serve-style
 // latency (TTFT, TPOT, ITL, E2EL) through the engine. See src/bench/runner.h and serve.h.
+// Prefill / decode run on a checkpoint (--model) or on random weights generated on the device
+// (--random-weights with make-random's preset flags, src/bench/random_weights.h), with context
+// prefilled or set synthetically (--synthetic-context).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +14,8 @@
 
 #include "api/cli/command.h"
 #include "bench/machine.h"
+#include "bench/random_checkpoint.h"
+#include "bench/random_weights.h"
 #include "bench/roofline.h"
 #include "bench/runner.h"
 #include "bench/serve.h"
@@ -34,7 +39,20 @@ struct BenchArgs {
   double request_rate = INFINITY, peak_gbs = 0, peak_tflops = 0;
   uint64_t seed = 0;
   bool print_steps = false;
+  // Random weights instead of --model.
+  bool random_weights = false, synthetic_context = false;
+  std::string preset = "tiny", layer_types;
+  int num_layers = 0, num_experts = 0;
+  uint64_t weight_seed = 0;
 };
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> items;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
 
 std::vector<int64_t> parse_counts(const std::string& text) {
   std::vector<int64_t> v;
@@ -80,6 +98,10 @@ void write_json(const std::string& path, const json& j) {
 }
 
 int run_serve_mode(const BenchArgs& a, json doc) {
+  DI_CHECK(!a.random_weights && !a.synthetic_context, ErrorCode::kInvalidArgument,
+           "--mode serve runs the engine on a checkpoint: --random-weights and "
+           "--synthetic-context are for prefill / decode");
+  DI_CHECK(!a.model.empty(), ErrorCode::kInvalidArgument, "--mode serve needs --model DIR");
   EngineConfig cfg;
   cfg.model = a.model;
   cfg.device = a.device;
@@ -108,9 +130,18 @@ int run_bench(const BenchArgs& a) {
   DI_CHECK(a.mode == "prefill" || a.mode == "decode" || a.mode == "serve",
            ErrorCode::kInvalidArgument, "--mode: '{}' is not one of prefill, decode, serve",
            a.mode);
+  DI_CHECK(a.model.empty() || !a.random_weights, ErrorCode::kInvalidArgument,
+           "give either --model DIR or --random-weights, not both");
+  DI_CHECK(!a.model.empty() || a.random_weights || a.mode == "serve", ErrorCode::kInvalidArgument,
+           "give --model DIR (a checkpoint) or --random-weights (with --preset ...)");
+  bench::PresetOptions preset;
+  preset.preset = a.preset;
+  preset.num_layers = a.num_layers;
+  preset.num_experts = a.num_experts;
+  preset.layer_types = split_list(a.layer_types);
   json doc{{"tool", "deepinfer bench"},
            {"mode", a.mode},
-           {"model", a.model},
+           {"model", a.random_weights ? "random:" + a.preset : a.model},
            {"device", a.device},
            {"threads", ThreadPool::global().size()},
            {"load_avg_1m", load_average()},
@@ -119,9 +150,30 @@ int run_bench(const BenchArgs& a) {
 
   auto backend = make_backend(a.device);
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = deepseek_v4::Model::load(a.model, *backend);
-  std::fprintf(stderr, "loaded %s in %.1f s\n", a.model.c_str(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  std::unique_ptr<deepseek_v4::Model> model;
+  if (a.random_weights) {
+    model = bench::make_random_model(preset, a.weight_seed, *backend);
+    const ModelConfig& c = model->config();
+    std::fprintf(stderr,
+                 "random weights on %s: preset %s, %d layers, %d experts (top-%d), seed %llu, "
+                 "%.3fB parameters, generated in %.1f s\n",
+                 a.device.c_str(), a.preset.c_str(), c.num_hidden_layers, c.n_routed_experts,
+                 c.num_experts_per_tok, static_cast<unsigned long long>(a.weight_seed),
+                 bench::param_counts(c).total / 1e9,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    doc["weights"] = {{"source", "random"},
+                      {"preset", a.preset},
+                      {"num_layers", c.num_hidden_layers},
+                      {"num_experts", c.n_routed_experts},
+                      {"layer_types", a.layer_types},
+                      {"seed", a.weight_seed}};
+  } else {
+    model = deepseek_v4::Model::load(a.model, *backend);
+    std::fprintf(stderr, "loaded %s in %.1f s\n", a.model.c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    doc["weights"] = {{"source", "checkpoint"}};
+  }
+  doc["synthetic_context"] = a.synthetic_context;
   const bench::ProbedPeaks peaks = bench::machine_peaks(*backend, a.peak_gbs, a.peak_tflops);
   std::fprintf(stderr, "peaks: %s\n", peaks.description.c_str());
   bench::BenchSetup setup;
@@ -129,15 +181,18 @@ int run_bench(const BenchArgs& a) {
   setup.dtypes = bench::backend_dtypes(*backend);
   setup.seed = a.seed;
   setup.fill_chunk_tokens = a.fill_chunk;
+  setup.synthetic_context = a.synthetic_context;
   bench::BenchRunner runner(*model, setup);
 
   std::vector<bench::RunResult> runs;
   if (a.mode == "prefill") {
     const int warmup = a.warmup_steps >= 0 ? a.warmup_steps : 5;
-    std::fprintf(
-        stderr, "prefill: %lld tokens/step over %lld seq(s), context %lld, %d warm-up + %d steps\n",
-        static_cast<long long>(a.prefill_batch_size), static_cast<long long>(a.prefill_seqs),
-        static_cast<long long>(a.context_length), warmup, a.num_steps);
+    std::fprintf(stderr,
+                 "prefill: %lld tokens/step over %lld seq(s), context %lld%s, %d warm-up + %d "
+                 "steps\n",
+                 static_cast<long long>(a.prefill_batch_size),
+                 static_cast<long long>(a.prefill_seqs), static_cast<long long>(a.context_length),
+                 a.synthetic_context ? " (synthetic)" : "", warmup, a.num_steps);
     runs.push_back(runner.run_prefill(a.prefill_batch_size, a.prefill_seqs, a.context_length,
                                       warmup, a.num_steps));
   } else {
@@ -146,10 +201,11 @@ int run_bench(const BenchArgs& a) {
     DI_CHECK(steps > 0, ErrorCode::kInvalidArgument,
              "--output-len {} leaves no logged steps after {} warm-up steps", a.output_len, warmup);
     for (int64_t n : parse_counts(a.decode_num_requests)) {
-      std::fprintf(stderr, "decode: %lld request(s), context %lld, %d warm-up + %d steps\n",
-                   static_cast<long long>(n), static_cast<long long>(a.context_length), warmup,
-                   steps);
+      std::fprintf(stderr, "decode: %lld request(s), context %lld%s, %d warm-up + %d steps\n",
+                   static_cast<long long>(n), static_cast<long long>(a.context_length),
+                   a.synthetic_context ? " (synthetic)" : "", warmup, steps);
       runs.push_back(runner.run_decode(n, a.context_length, warmup, steps));
+      std::fprintf(stderr, "  context fill %.2f s\n", runs.back().fill_seconds);
     }
   }
   for (const auto& r : runs)
@@ -176,7 +232,8 @@ CommandRegistrar reg(
     "Benchmark prefill / decode steps against the roofline, or serve latency (TTFT, TPOT, ITL)",
     [](CLI::App& sub) -> CommandFn {
       auto a = std::make_shared<BenchArgs>();
-      sub.add_option("--model", a->model, "checkpoint directory (HF layout)")->required();
+      sub.add_option("--model", a->model,
+                     "checkpoint directory (HF layout); or use --random-weights");
       sub.add_option("--mode", a->mode, "prefill | decode | serve (default decode)")
           ->check(CLI::IsMember({"prefill", "decode", "serve"}));
       sub.add_option("--device", a->device, "cpu (default), cuda or cuda:N");
@@ -197,6 +254,32 @@ CommandRegistrar reg(
       sub.add_option("--num-steps", a->num_steps, "logged steps (default 60)");
       sub.add_option("--fill-chunk", a->fill_chunk,
                      "tokens per forward when filling context untimed (default 2048)");
+      sub.add_flag("--synthetic-context", a->synthetic_context,
+                   "prefill / decode: set each sequence's state to --context-length tokens "
+                   "directly (full ring, compressed entries, indexer keys, pending windows with "
+                   "random values) instead of prefilling them");
+      CLI::Option* rw =
+          sub.add_flag("--random-weights", a->random_weights,
+                       "prefill / decode: random weights of a make-random preset generated on the "
+                       "device instead of --model (no files)");
+      sub.add_option("--preset", a->preset,
+                     "--random-weights: tiny | v4-flash | v4-pro (default tiny)")
+          ->check(CLI::IsMember({"tiny", "v4-flash", "v4-pro"}))
+          ->needs(rw);
+      sub.add_option("--num-layers", a->num_layers,
+                     "--random-weights: layers (default: the preset's)")
+          ->needs(rw);
+      sub.add_option("--num-experts", a->num_experts,
+                     "--random-weights: routed experts per layer (default: the preset's; top-k "
+                     "is capped at it)")
+          ->needs(rw);
+      sub.add_option("--layer-types", a->layer_types,
+                     "--random-weights: comma-separated attention type per layer: sliding, csa, "
+                     "hca (default: the preset's schedule)")
+          ->needs(rw);
+      sub.add_option("--weight-seed", a->weight_seed,
+                     "--random-weights: seed of the weight values (default 0)")
+          ->needs(rw);
       sub.add_option("--input-len", a->input_len, "serve: prompt tokens per request (default 128)");
       sub.add_option("--num-prompts", a->num_prompts, "serve: requests (default 32)");
       sub.add_option("--request-rate", a->request_rate,

@@ -40,6 +40,11 @@ cudaError_t launch_rope(float* x, int64_t M, int64_t H, int64_t hd, const int32_
 cudaError_t launch_swiglu(const float* gate, const float* up, float limit, int64_t n, float* out,
                           uint16_t* out_bf16, cudaStream_t stream);
 
+// ---- random fill (kernels_fill.cu) -------------------------------------------------------------
+// Backend::fill_random over n elements (fp32, or bf16 bits when bf16) at `out`.
+cudaError_t launch_fill_random(void* out, bool bf16, int64_t n, uint64_t seed, float lo, float hi,
+                               cudaStream_t stream);
+
 // ---- mHC (kernels_hc.cu) -----------------------------------------------------------------------
 inline constexpr int kMaxHc = 16;
 cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,

@@ -21,6 +21,10 @@ class RowStore {
   RowStore() = default;
   RowStore(Backend& backend, int64_t width);
   void append(Backend& backend, const TensorView& rows);
+  // Appends n rows left for the caller to write (the returned view) and makes room for
+  // `reserve` more after them without another reallocation.
+  TensorView extend(Backend& backend, int64_t n, int64_t reserve = 0);
+  int64_t capacity() const { return buf_.defined() ? buf_.dim(0) : 0; }
   int64_t rows() const { return rows_; }
   int64_t width() const { return width_; }
   // The filled rows [rows, width] (empty view when rows == 0).
@@ -53,6 +57,14 @@ struct SequenceState {
   std::vector<LayerState> layers;
 
   static SequenceState create(const ModelConfig& config, Backend& backend);
+  // Synthetic context (benchmarks): overwrites this state (fresh from create) with the layout a
+  // prefill of num_tokens tokens leaves (ring of min(W-1, n) rows, n / m compressed entries and
+  // indexer keys, n % m pending compressor rows, the CSA overlap carry once a window closed,
+  // num_tokens = n), every value drawn with Backend::fill_random at the scale of real state
+  // (uniform on +-sqrt(3): RMS 1, like the normed K=V rows, entries and projections). Entry
+  // stores get room for `reserve_tokens` more tokens. Values are a function of `seed` only.
+  void fill_synthetic(const ModelConfig& config, Backend& backend, int64_t num_tokens,
+                      uint64_t seed, int64_t reserve_tokens = 0);
   // Bytes held on the device right now (rings, pending buffers, entries).
   int64_t device_bytes() const;
 };

@@ -12,62 +12,51 @@ namespace deepinfer::deepseek_v4 {
 
 namespace {
 
-class Loader {
- public:
-  Loader(const WeightStore& store, Backend& backend) : store_(store), backend_(backend) {}
+// Copies host data onto the backend's device (a no-op on the CPU).
+Tensor place(Backend& backend, Tensor host) {
+  if (backend.device() == Device::kCpu) return host;
+  Tensor dev;
+  switch (host.ndim()) {
+    case 1:
+      dev = backend.empty({host.dim(0)}, host.dtype());
+      break;
+    case 2:
+      dev = backend.empty({host.dim(0), host.dim(1)}, host.dtype());
+      break;
+    case 3:
+      dev = backend.empty({host.dim(0), host.dim(1), host.dim(2)}, host.dtype());
+      break;
+    default:
+      fail(ErrorCode::kInternal, "place: unexpected rank {}", host.ndim());
+  }
+  backend.upload(host.view().data(), dev);
+  return dev;
+}
 
-  // Vectors and small parameters: fp32 on every backend.
-  Tensor f32(const std::string& name, std::initializer_list<int64_t> shape) {
-    return place(store_.get_f32(name, shape));
-  }
-  // Weight matrices: the backend's weight dtype.
-  Tensor matrix(const std::string& name, std::initializer_list<int64_t> shape) {
-    return place_matrix(store_.get_f32(name, shape));
-  }
-  Tensor place_matrix(Tensor host) {
-    if (backend_.weight_dtype() == DType::kF32) return place(std::move(host));
-    DI_CHECK(backend_.weight_dtype() == DType::kBF16, ErrorCode::kUnsupported,
-             "weight dtype {} is not supported", dtype_name(backend_.weight_dtype()));
-    Tensor bf = Tensor::empty(shape_of(host).data(), host.ndim(), DType::kBF16);
-    const float* src = host.data_as<float>();
-    uint16_t* dst = bf.data_as<uint16_t>();
-    for (int64_t i = 0; i < host.numel(); ++i) dst[i] = f32_to_bf16(src[i]);
-    return place(std::move(bf));
-  }
-  static std::vector<int64_t> shape_of(const Tensor& t) {
-    std::vector<int64_t> s(t.ndim());
-    for (int i = 0; i < t.ndim(); ++i) s[i] = t.dim(i);
-    return s;
-  }
-  Tensor i32(const std::string& name, std::initializer_list<int64_t> shape) {
-    return place(store_.get_i32(name, shape));
-  }
-  // Copies host data onto the backend's device (a no-op on the CPU).
-  Tensor place(Tensor host) {
-    if (backend_.device() == Device::kCpu) return host;
-    Tensor dev;
-    switch (host.ndim()) {
-      case 1:
-        dev = backend_.empty({host.dim(0)}, host.dtype());
-        break;
-      case 2:
-        dev = backend_.empty({host.dim(0), host.dim(1)}, host.dtype());
-        break;
-      case 3:
-        dev = backend_.empty({host.dim(0), host.dim(1), host.dim(2)}, host.dtype());
-        break;
-      default:
-        fail(ErrorCode::kInternal, "place: unexpected rank {}", host.ndim());
-    }
-    backend_.upload(host.view().data(), dev);
-    return dev;
-  }
-  const WeightStore& store() const { return store_; }
+std::vector<int64_t> shape_of(const Tensor& t) {
+  std::vector<int64_t> s(t.ndim());
+  for (int i = 0; i < t.ndim(); ++i) s[i] = t.dim(i);
+  return s;
+}
 
- private:
-  const WeightStore& store_;
-  Backend& backend_;
-};
+// An fp32 host matrix converted to the backend's weight dtype and placed on its device.
+Tensor place_matrix(Backend& backend, Tensor host) {
+  if (backend.weight_dtype() == DType::kF32) return place(backend, std::move(host));
+  DI_CHECK(backend.weight_dtype() == DType::kBF16, ErrorCode::kUnsupported,
+           "weight dtype {} is not supported", dtype_name(backend.weight_dtype()));
+  Tensor bf = Tensor::empty(shape_of(host).data(), host.ndim(), DType::kBF16);
+  const float* src = host.data_as<float>();
+  uint16_t* dst = bf.data_as<uint16_t>();
+  for (int64_t i = 0; i < host.numel(); ++i) dst[i] = f32_to_bf16(src[i]);
+  return place(backend, std::move(bf));
+}
+
+Tensor host_rows(const Tensor& t, int64_t r0, int64_t n) {
+  Tensor out = Tensor::empty({n, t.dim(1)});
+  std::memcpy(out.data_as<float>(), t.data_as<float>() + r0 * t.dim(1),
+              n * t.dim(1) * sizeof(float));
+  return out;
+}
 
 // Columns [c0, c0 + n) of a host [R, C] tensor, as a new contiguous host tensor.
 Tensor host_columns(const Tensor& t, int64_t c0, int64_t n) {
@@ -78,56 +67,104 @@ Tensor host_columns(const Tensor& t, int64_t c0, int64_t n) {
   return out;
 }
 
-Tensor host_rows(const Tensor& t, int64_t r0, int64_t n) {
-  Tensor out = Tensor::empty({n, t.dim(1)});
-  std::memcpy(out.data_as<float>(), t.data_as<float>() + r0 * t.dim(1),
-              n * t.dim(1) * sizeof(float));
-  return out;
-}
+// A checkpoint as a source: every tensor read (and dequantised) to fp32 on the host, matrices
+// converted to the weight dtype there, then uploaded.
+class StoreSource final : public WeightSource {
+ public:
+  explicit StoreSource(const WeightStore& store) : store_(store) {}
+  bool has(const std::string& name) const override { return store_.has(name); }
+  Tensor param(const std::string& name, const std::vector<int64_t>& shape) const override {
+    return store_.get_f32(name, shape);
+  }
+  Tensor ints(const std::string& name, const std::vector<int64_t>& shape) const override {
+    return store_.get_i32(name, shape);
+  }
+  std::vector<Tensor> matrix_blocks(Backend& backend, const std::string& name, int64_t rows,
+                                    int64_t cols, int parts) const override {
+    Tensor full = store_.get_f32(name, std::vector<int64_t>{rows, cols});
+    if (parts == 1) return {place_matrix(backend, std::move(full))};
+    std::vector<Tensor> out;
+    const int64_t per = rows / parts;
+    for (int p = 0; p < parts; ++p)
+      out.push_back(place_matrix(backend, host_rows(full, p * per, per)));
+    return out;
+  }
+  Tensor experts(Backend& backend, int layer, const std::string& leaf, int64_t E, int64_t rows,
+                 int64_t cols) const override {
+    Tensor out = Tensor::empty({E, rows, cols});
+    const int64_t per = rows * cols;
+    for (int64_t e = 0; e < E; ++e) {
+      Tensor t = store_.get_f32(fmt::format("layers.{}.ffn.experts.{}.{}.weight", layer, e, leaf),
+                                std::vector<int64_t>{rows, cols});
+      std::memcpy(out.data_as<float>() + e * per, t.data_as<float>(), per * sizeof(float));
+    }
+    return place_matrix(backend, std::move(out));
+  }
+
+ private:
+  const WeightStore& store_;
+};
+
+class Loader {
+ public:
+  Loader(const WeightSource& source, Backend& backend) : src_(source), backend_(backend) {}
+
+  // Vectors and small parameters: fp32 on every backend.
+  Tensor f32(const std::string& name, std::initializer_list<int64_t> shape) {
+    return place(backend_, src_.param(name, shape));
+  }
+  // Weight matrices: the backend's weight dtype.
+  Tensor matrix(const std::string& name, int64_t rows, int64_t cols) {
+    return std::move(src_.matrix_blocks(backend_, name, rows, cols, 1).at(0));
+  }
+  Tensor i32(const std::string& name, std::initializer_list<int64_t> shape) {
+    return place(backend_, src_.ints(name, shape));
+  }
+  const WeightSource& source() const { return src_; }
+  Backend& backend() const { return backend_; }
+
+ private:
+  const WeightSource& src_;
+  Backend& backend_;
+};
 
 // CSA projections are 2d wide (series a = first d outputs, b = the rest); HCA's are d wide.
 CompressorWeights load_compressor(Loader& ld, const std::string& prefix, int D, int d, int m,
                                   bool two_series) {
   CompressorWeights c;
   const int width = two_series ? 2 * d : d;
-  Tensor wkv = ld.store().get_f32(prefix + ".wkv.weight", {width, D});
-  Tensor wgate = ld.store().get_f32(prefix + ".wgate.weight", {width, D});
-  Tensor ape = ld.store().get_f32(prefix + ".ape", {m, width});
-  c.wkv_a = ld.place_matrix(host_rows(wkv, 0, d));
-  c.wgate_a = ld.place_matrix(host_rows(wgate, 0, d));
-  c.ape_a = ld.place(host_columns(ape, 0, d));
+  const int parts = two_series ? 2 : 1;
+  std::vector<Tensor> wkv =
+      ld.source().matrix_blocks(ld.backend(), prefix + ".wkv.weight", width, D, parts);
+  std::vector<Tensor> wgate =
+      ld.source().matrix_blocks(ld.backend(), prefix + ".wgate.weight", width, D, parts);
+  Tensor ape = ld.source().param(prefix + ".ape", {m, width});
+  c.wkv_a = wkv.at(0);
+  c.wgate_a = wgate.at(0);
+  c.ape_a = place(ld.backend(), two_series ? host_columns(ape, 0, d) : ape);
   if (two_series) {
-    c.wkv_b = ld.place_matrix(host_rows(wkv, d, d));
-    c.wgate_b = ld.place_matrix(host_rows(wgate, d, d));
-    c.ape_b = ld.place(host_columns(ape, d, d));
+    c.wkv_b = wkv.at(1);
+    c.wgate_b = wgate.at(1);
+    c.ape_b = place(ld.backend(), host_columns(ape, d, d));
   }
   c.norm = ld.f32(prefix + ".norm.weight", {d});
   return c;
 }
 
-// Stacks per-expert matrices [rows, cols] into [E, rows, cols] on the host, then places it.
-Tensor load_stacked(Loader& ld, const std::string& prefix, const char* leaf, int E, int rows,
-                    int cols) {
-  Tensor out = Tensor::empty({E, rows, cols});
-  const int64_t per = static_cast<int64_t>(rows) * cols;
-  for (int e = 0; e < E; ++e) {
-    Tensor t =
-        ld.store().get_f32(fmt::format("{}.experts.{}.{}.weight", prefix, e, leaf), {rows, cols});
-    std::memcpy(out.data_as<float>() + e * per, t.data_as<float>(), per * sizeof(float));
-  }
-  return ld.place_matrix(out);
-}
-
 }  // namespace
 
 ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backend& backend) {
-  Loader ld(store, backend);
+  return load_weights(c, StoreSource(store), backend);
+}
+
+ModelWeights load_weights(const ModelConfig& c, const WeightSource& source, Backend& backend) {
+  Loader ld(source, backend);
   const int D = c.hidden_size, V = c.vocab_size, H = c.num_attention_heads, hd = c.head_dim;
   const int hc = c.hc_mult, mix = (2 + hc) * hc;
   ModelWeights w;
-  w.embed = ld.matrix("embed.weight", {V, D});
-  w.head = c.tie_word_embeddings && !store.has("head.weight") ? w.embed
-                                                              : ld.matrix("head.weight", {V, D});
+  w.embed = ld.matrix("embed.weight", V, D);
+  w.head = c.tie_word_embeddings && !source.has("head.weight") ? w.embed
+                                                               : ld.matrix("head.weight", V, D);
   w.norm = ld.f32("norm.weight", {D});
   w.hc_head_fn = ld.f32("hc_head_fn", {hc, hc * D});
   w.hc_head_base = ld.f32("hc_head_base", {hc});
@@ -145,13 +182,13 @@ ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backen
 
     AttentionWeights& A = L.attn;
     const std::string a = p + ".attn";
-    A.wq_a = ld.matrix(a + ".wq_a.weight", {c.q_lora_rank, D});
+    A.wq_a = ld.matrix(a + ".wq_a.weight", c.q_lora_rank, D);
     A.q_norm = ld.f32(a + ".q_norm.weight", {c.q_lora_rank});
-    A.wq_b = ld.matrix(a + ".wq_b.weight", {H * hd, c.q_lora_rank});
-    A.wkv = ld.matrix(a + ".wkv.weight", {hd, D});
+    A.wq_b = ld.matrix(a + ".wq_b.weight", H * hd, c.q_lora_rank);
+    A.wkv = ld.matrix(a + ".wkv.weight", hd, D);
     A.kv_norm = ld.f32(a + ".norm.weight", {hd});
-    A.wo_a = ld.matrix(a + ".wo_a.weight", {c.o_groups * c.o_lora_rank, H * hd / c.o_groups});
-    A.wo_b = ld.matrix(a + ".wo_b.weight", {D, c.o_groups * c.o_lora_rank});
+    A.wo_a = ld.matrix(a + ".wo_a.weight", c.o_groups * c.o_lora_rank, H * hd / c.o_groups);
+    A.wo_b = ld.matrix(a + ".wo_b.weight", D, c.o_groups * c.o_lora_rank);
     A.sinks = ld.f32(a + ".attn_sink", {H});
     const AttnType type = c.layer_types[l];
     if (type != AttnType::kSliding) {
@@ -163,26 +200,26 @@ ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backen
         A.has_indexer = true;
         const int nh = c.index_n_heads, di = c.index_head_dim;
         A.indexer.compressor = load_compressor(ld, a + ".indexer.compressor", D, di, m, true);
-        A.indexer.wq_b = ld.matrix(a + ".indexer.wq_b.weight", {nh * di, c.q_lora_rank});
-        A.indexer.weights_proj = ld.matrix(a + ".indexer.weights_proj.weight", {nh, D});
+        A.indexer.wq_b = ld.matrix(a + ".indexer.wq_b.weight", nh * di, c.q_lora_rank);
+        A.indexer.weights_proj = ld.matrix(a + ".indexer.weights_proj.weight", nh, D);
       }
     }
 
     MoeWeights& M = L.moe;
     const std::string f = p + ".ffn";
     const int E = c.n_routed_experts, I = c.moe_intermediate_size, k = c.num_experts_per_tok;
-    M.gate = ld.matrix(f + ".gate.weight", {E, D});
+    M.gate = ld.matrix(f + ".gate.weight", E, D);
     if (c.mlp_layer_types[l] == MlpType::kHashMoe) {
       M.tid2eid = ld.i32(f + ".gate.tid2eid", {V, k});
-    } else if (store.has(f + ".gate.bias")) {
+    } else if (source.has(f + ".gate.bias")) {
       M.bias = ld.f32(f + ".gate.bias", {E});
     }
-    M.w1 = load_stacked(ld, f, "w1", E, I, D);
-    M.w3 = load_stacked(ld, f, "w3", E, I, D);
-    M.w2 = load_stacked(ld, f, "w2", E, D, I);
-    M.shared_w1 = ld.matrix(f + ".shared_experts.w1.weight", {I, D});
-    M.shared_w3 = ld.matrix(f + ".shared_experts.w3.weight", {I, D});
-    M.shared_w2 = ld.matrix(f + ".shared_experts.w2.weight", {D, I});
+    M.w1 = source.experts(backend, l, "w1", E, I, D);
+    M.w3 = source.experts(backend, l, "w3", E, I, D);
+    M.w2 = source.experts(backend, l, "w2", E, D, I);
+    M.shared_w1 = ld.matrix(f + ".shared_experts.w1.weight", I, D);
+    M.shared_w3 = ld.matrix(f + ".shared_experts.w3.weight", I, D);
+    M.shared_w2 = ld.matrix(f + ".shared_experts.w2.weight", D, I);
     w.layers.push_back(std::move(L));
   }
 
@@ -190,7 +227,7 @@ ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backen
     const std::vector<float> f = deepseek_v4::rope_inv_freq(rope, c.qk_rope_head_dim);
     Tensor t = Tensor::empty({static_cast<int64_t>(f.size())});
     std::memcpy(t.data_as<float>(), f.data(), f.size() * sizeof(float));
-    return ld.place(t);
+    return place(backend, t);
   };
   w.inv_freq_main = freq_tensor(c.rope_main);
   w.inv_freq_compress = freq_tensor(c.rope_compress);

@@ -1,6 +1,7 @@
 // DeepSeek-V4 weights, resident on the backend's device, grouped the way the forward uses them.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -66,8 +67,32 @@ struct ModelWeights {
   Tensor inv_freq_main, inv_freq_compress;  // [rope_dims / 2]
 };
 
-// Reads every tensor the config needs (shapes checked), converts to fp32 and places it on the
-// backend's device. `on_tensor` (optional) is called after each tensor for progress reporting.
+// Where load_weights takes the tensors from: a checkpoint (the WeightStore overload below) or a
+// generator (the benchmarks' random weights, src/bench/random_weights.h). Names are canonical
+// (io/weight_names.h); a source checks the shapes asked for and names the tensor at fault.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual bool has(const std::string& name) const = 0;
+  // A small parameter (norm, bias, sink, ape, mHC) as fp32 on the host.
+  virtual Tensor param(const std::string& name, const std::vector<int64_t>& shape) const = 0;
+  // An integer tensor (tid2eid) as int32 on the host.
+  virtual Tensor ints(const std::string& name, const std::vector<int64_t>& shape) const = 0;
+  // Matrix `name` [rows, cols] cut into `parts` equal row blocks, each on the backend's device
+  // in backend.weight_dtype().
+  virtual std::vector<Tensor> matrix_blocks(Backend& backend, const std::string& name, int64_t rows,
+                                            int64_t cols, int parts) const = 0;
+  // The routed experts' matrices layers.<layer>.ffn.experts.<e>.<leaf>.weight ([rows, cols]
+  // each) stacked into [E, rows, cols] on the device, in backend.weight_dtype().
+  virtual Tensor experts(Backend& backend, int layer, const std::string& leaf, int64_t E,
+                         int64_t rows, int64_t cols) const = 0;
+};
+
+// Takes every tensor the config needs from `source` and places it on the backend's device:
+// matrices in the backend's weight dtype, parameters in fp32, tid2eid in int32.
+ModelWeights load_weights(const ModelConfig& config, const WeightSource& source, Backend& backend);
+// The same from a checkpoint: reads every tensor (shapes checked), converts it to fp32 on the
+// host (then to the weight dtype for matrices) and uploads it.
 ModelWeights load_weights(const ModelConfig& config, const WeightStore& store, Backend& backend);
 
 }  // namespace deepinfer::deepseek_v4
