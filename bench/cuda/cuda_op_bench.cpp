@@ -1,6 +1,6 @@
 // Micro-benchmark of a few CUDA backend ops at decode / prefill shapes, each printed next to its
-// memory roofline (bytes moved / 4.3 TB/s, the copy rate measured on an H200 here). A first look
-// only: the backend is the correctness version (no graphs, no fused decode kernels yet).
+// memory roofline (bytes moved / 4.3 TB/s, the copy rate measured on an H200 here). Ops are
+// timed one at a time from the host (launch gaps included), so small ops read high.
 //   cuda_op_bench            (needs a GPU; exits 0 with a note when there is none)
 #include <cuda_runtime.h>
 
@@ -75,27 +75,79 @@ int main() {
       Tensor x = random_dev(*g, {M, K}, DType::kF32, 2);
       Tensor out = g->empty({M, N});
       const double s = time_op([&] { g->matmul(x, w, out); });
+      if (M == 256) std::printf("%-44s %10.1f TFLOP/s\n", "", 2.0 * M * N * K / s / 1e12);
       char name[96];
       std::snprintf(name, sizeof name, "matmul bf16 M=%lld N=%lld K=%lld", (long long)M,
                     (long long)N, (long long)K);
       row(name, s, N * K * 2.0 + M * K * 4.0 + M * N * 4.0);
     }
   }
-  // Decode attention: 64 heads of 512, window 128 + 512 selected compressed entries.
-  {
-    const int64_t M = 1, H = 64, hd = 512, W = 128, E = 4096, K = 512;
+  // Attention, 64 heads of 512: window 128 + 512 selected compressed entries per query.
+  for (int64_t M : {1, 8, 64, 256, 4096}) {
+    const int64_t H = 64, hd = 512, W = 128, E = 16384, K = 512;
     Tensor q = random_dev(*g, {M, H, hd}, DType::kF32, 3);
     Tensor win = random_dev(*g, {W - 1 + M, hd}, DType::kF32, 4);
     Tensor comp = random_dev(*g, {E, hd}, DType::kF32, 5);
     Tensor sinks = random_dev(*g, {H}, DType::kF32, 6);
     std::vector<int32_t> idx(M * K);
-    for (int64_t j = 0; j < M * K; ++j) idx[j] = static_cast<int32_t>((j * 7) % E);
+    for (int64_t j = 0; j < M * K; ++j) idx[j] = static_cast<int32_t>((j * 7919) % E);
     Tensor didx = g->empty({M, K}, DType::kI32);
     g->upload(idx.data(), didx);
     Tensor out = g->empty({M, H, hd});
     const double s =
         time_op([&] { g->attention(q, win, W, comp, didx, TensorView(), sinks, 0.04f, out); });
-    row("attention decode H=64 hd=512 keys=128+512", s, (W + K) * hd * 4.0 + 2 * H * hd * 4.0);
+    char name[96];
+    std::snprintf(name, sizeof name, "attention H=64 hd=512 keys=128+512 M=%lld", (long long)M);
+    const double flops = 4.0 * M * H * (W + K) * hd;
+    row(name, s, M * (W + K) * hd * 4.0 + 2 * M * H * hd * 4.0);
+    std::printf("%-44s %10.1f TFLOP/s\n", "", flops / s / 1e12);
+  }
+  // Indexer scores at 64k context (16k compressed entries), 64 heads of 128.
+  for (int64_t M : {1, 64}) {
+    const int64_t E = 16384, nh = 64, d = 128;
+    Tensor q = random_dev(*g, {M, nh, d}, DType::kF32, 8);
+    Tensor k = random_dev(*g, {E, d}, DType::kF32, 9);
+    Tensor w = random_dev(*g, {M, nh}, DType::kF32, 10);
+    std::vector<int32_t> vis(M, static_cast<int32_t>(E));
+    Tensor dvis = g->empty({M}, DType::kI32);
+    g->upload(vis.data(), dvis);
+    Tensor scores = g->empty({M, E});
+    const double t = time_op([&] { g->indexer_scores(q, k, w, 0.01f, dvis, scores); });
+    char name[96];
+    std::snprintf(name, sizeof name, "indexer_scores E=16384 nh=64 d=128 M=%lld", (long long)M);
+    row(name, t, E * d * 4.0 + M * E * 4.0);
+  }
+  // Routed experts, V4-Flash shapes: 256 experts, top-6, D 4096, I 2048.
+  {
+    const int64_t E = 256, D = 4096, I = 2048, k = 6;
+    Tensor w1 = random_dev(*g, {E, I, D}, DType::kBF16, 11);
+    Tensor w3 = random_dev(*g, {E, I, D}, DType::kBF16, 12);
+    Tensor w2 = random_dev(*g, {E, D, I}, DType::kBF16, 13);
+    for (int64_t M : {1, 8, 64, 256, 4096}) {
+      Tensor x = random_dev(*g, {M, D}, DType::kF32, 14);
+      std::mt19937_64 gen(15);
+      std::vector<int32_t> ids(M * k);
+      std::vector<char> used(E, 0);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < k; ++j) {
+          ids[m * k + j] = static_cast<int32_t>((gen() % (E / k)) * k + j);  // distinct per token
+          used[ids[m * k + j]] = 1;
+        }
+      Tensor idx = g->empty({M, k}, DType::kI32);
+      g->upload(ids.data(), idx);
+      Tensor wts = random_dev(*g, {M, k}, DType::kF32, 16);
+      Tensor out = g->empty({M, D});
+      const double t = time_op(
+          [&] {
+            g->moe_experts(x, idx, wts, {w1, w3, w2}, 10.f, out);
+          },
+          M >= 4096 ? 3 : 20, M >= 4096 ? 3 : 7);
+      const double active = static_cast<double>(std::count(used.begin(), used.end(), 1));
+      char name[96];
+      std::snprintf(name, sizeof name, "moe_experts E=256 k=6 D=4096 I=2048 M=%lld", (long long)M);
+      row(name, t, active * 3 * D * I * 2.0);
+      std::printf("%-44s %10.1f TFLOP/s\n", "", 6.0 * M * k * D * I / t / 1e12);
+    }
   }
   // Indexer top-k at 64k context (16k compressed entries), k = 512.
   for (int64_t M : {1, 64}) {

@@ -31,6 +31,14 @@ class Backend {
   // small parameters (norm weights, biases, sinks, ape, mHC parameters) are always fp32.
   virtual DType weight_dtype() const { return DType::kF32; }
 
+  // ---- synchronisation guard -------------------------------------------------------------------
+  // Between enter and leave, anything that would make the host wait for the device (a download,
+  // an op that needs device data on the host) throws kInternal naming it, unless
+  // DEEPINFER_DISABLE_SYNC_GUARD=1: a forward runs inside one so that its launches stream ahead
+  // of the device and can be captured in a graph. Regions do not nest. No-ops on the CPU.
+  virtual void enter_sync_free(const char* region) { (void)region; }
+  virtual void leave_sync_free() {}
+
   // ---- memory -------------------------------------------------------------------------------
   virtual Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) = 0;
   virtual void upload(const void* host, const TensorView& dst) = 0;  // dst.nbytes() bytes
@@ -120,6 +128,20 @@ class Backend {
   // x [M, D], idx I32 / weights F32 [M, k], out [M, D] (accumulated into).
   virtual void moe_experts(const TensorView& x, const TensorView& idx, const TensorView& weights,
                            const ExpertWeights& experts, float limit, const TensorView& out) = 0;
+};
+
+// Keeps a backend's sync-free region open for one scope.
+class SyncFreeRegion {
+ public:
+  SyncFreeRegion(Backend& backend, const char* region) : backend_(backend) {
+    backend_.enter_sync_free(region);
+  }
+  ~SyncFreeRegion() { backend_.leave_sync_free(); }
+  SyncFreeRegion(const SyncFreeRegion&) = delete;
+  SyncFreeRegion& operator=(const SyncFreeRegion&) = delete;
+
+ private:
+  Backend& backend_;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

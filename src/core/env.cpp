@@ -25,6 +25,10 @@ constexpr VarSpec kVars[] = {
     {"DEEPINFER_CUDA_SYNC", VarType::kBool, "0",
      "CUDA backend: synchronise after every op so an error names the op that raised it (slow; "
      "for debugging)."},
+    {"DEEPINFER_DISABLE_SYNC_GUARD", VarType::kBool, "0",
+     "CUDA backend: allow host-device synchronisation inside a model forward. By default anything "
+     "that would make the host wait for the GPU there (a download, a host-side plan) is a loud "
+     "error, because it stalls the launch pipeline and breaks graph capture. For debugging."},
     {"DEEPINFER_CPU_TIMER", VarType::kBool, "0",
      "Time named host sections (schedule, prepare inputs, forward, sample, output processing) "
      "and print a summary table at exit."},

@@ -27,6 +27,8 @@ inline constexpr float kInf = std::numeric_limits<float>::infinity();
 // Normalised L2 tolerances: pure fp32 ops, and ops with bf16 GEMM operands.
 inline constexpr double kTolF32 = 1e-5;
 inline constexpr double kTolBf16 = 1e-2;
+// Attention runs split fp16 (hi + lo) operands through tensor cores: close to fp32, not exact.
+inline constexpr double kTolAttention = 2e-5;
 
 // Empty when a CUDA device is usable, else why not (tests then skip).
 inline const std::string& no_gpu_reason() {

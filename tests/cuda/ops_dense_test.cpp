@@ -41,8 +41,12 @@ TEST_F(Ops, UploadDownloadCopyRoundTrip) {
 TEST_F(Ops, MatmulBf16WeightsMatchCpu) {
   SEED_TRACE();
   EXPECT_EQ(gpu->weight_dtype(), DType::kBF16);
-  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{
-           {1, 64, 32}, {3, 100, 257}, {37, 512, 300}, {128, 1024, 512}, {5, 7, 1}}) {
+  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{{1, 64, 32},
+                                                            {3, 100, 257},
+                                                            {37, 512, 300},
+                                                            {128, 1024, 512},
+                                                            {5, 7, 1},
+                                                            {8, 130, 4096}}) {
     for (bool acc : {false, true}) {
       Rng rng;
       const Tensor x = rand_host(rng, {M, K}), w = rand_host(rng, {N, K});
@@ -217,6 +221,50 @@ TEST_F(Ops, HcPrePostHeadMatchCpu) {
                  to_dev(*gpu, head.scale), 1e-6f, 1e-6f, h);
     EXPECT_LE(rel_err(to_host(*gpu, h), rh), kTolF32) << "hc_head";
   }
+}
+
+// Inside a sync-free region a download (a host wait) is a loud error naming the region; uploads
+// and launches are fine; outside it the same download works.
+TEST_F(Ops, SyncGuardRejectsHostWaitsInsideARegion) {
+  Rng rng;
+  const Tensor x = rand_host(rng, {4, 8});
+  Tensor d = gpu->empty({4, 8});
+  Tensor out = gpu->empty({4, 8});
+  {
+    SyncFreeRegion region(*gpu, "the test region");
+    gpu->upload(x.data_as<float>(), d);
+    gpu->add(d, d, out);
+    try {
+      to_host(*gpu, out);
+      ADD_FAILURE() << "download inside a sync-free region did not throw";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the test region"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("DEEPINFER_DISABLE_SYNC_GUARD"), std::string::npos);
+    }
+  }
+  const Tensor got = to_host(*gpu, out);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(got.data_as<float>()[i], 2 * x.data_as<float>()[i]);
+}
+
+// Many small uploads in a row (more than the pinned ring holds) arrive intact and in order.
+TEST_F(Ops, AsyncUploadsThroughThePinnedRingArriveIntact) {
+  const int64_t n = 3 << 20;  // 12 MiB of floats per upload: the 64 MiB ring wraps
+  Tensor acc = gpu->empty({n});
+  std::vector<float> h(n);
+  std::vector<double> expect(n, 0.0);
+  Tensor sum = gpu->empty({n});
+  Tensor zero = gpu->empty({n});
+  std::vector<float> zeros(n, 0.f);
+  gpu->upload(zeros.data(), sum);
+  for (int round = 0; round < 12; ++round) {
+    for (int64_t i = 0; i < n; ++i) h[i] = static_cast<float>((i * 7 + round * 13) % 101);
+    gpu->upload(h.data(), acc);  // h is overwritten right after: the ring holds the copy
+    for (int64_t i = 0; i < n; ++i) expect[i] += h[i];
+    gpu->add(sum, acc, zero);
+    gpu->copy(zero, sum);
+  }
+  const Tensor got = to_host(*gpu, sum);
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(got.data_as<float>()[i], expect[i]) << i;
 }
 
 }  // namespace

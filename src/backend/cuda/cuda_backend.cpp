@@ -45,6 +45,8 @@ DeviceContext::DeviceContext(int device) : device_(device) {
   DI_CHECK(device >= 0 && device < n, ErrorCode::kInvalidArgument,
            "CUDA backend: device {} does not exist ({} device(s) found)", device, n);
   check(cudaSetDevice(device), "CUDA backend: cudaSetDevice");
+  check(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device),
+        "CUDA backend: SM count");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "CUDA backend: stream");
   check(cublasCreate(&cublas_), "CUDA backend: cublasCreate");
   check(cublasSetStream(cublas_, stream_), "CUDA backend: cublasSetStream");
@@ -148,11 +150,36 @@ void expect_like(const char* op, const char* name, const TensorView& t, const ch
 
 // ---- backend: lifecycle, errors, memory --------------------------------------------------------
 
-CudaBackend::CudaBackend(int device) : ctx_(std::make_shared<DeviceContext>(device)) {
+// Uploads up to this size go through the pinned ring (asynchronous); larger ones (weights at
+// load time) copy synchronously from pageable memory.
+constexpr size_t kStagingBytes = size_t{64} << 20;
+
+CudaBackend::CudaBackend(int device)
+    : ctx_(std::make_shared<DeviceContext>(device)),
+      staging_(std::make_unique<PinnedStaging>(kStagingBytes)) {
   sync_each_ = env::get_bool("DEEPINFER_CUDA_SYNC");
+  guard_disabled_ = env::get_bool("DEEPINFER_DISABLE_SYNC_GUARD") || sync_each_;
 }
 
 CudaBackend::~CudaBackend() = default;
+
+void CudaBackend::enter_sync_free(const char* region) {
+  DI_CHECK(sync_free_region_ == nullptr, ErrorCode::kInternal,
+           "sync-free region '{}' opened inside '{}'", region, sync_free_region_);
+  sync_free_region_ = region ? region : "a sync-free region";
+}
+
+void CudaBackend::leave_sync_free() {
+  sync_free_region_ = nullptr;
+}
+
+void CudaBackend::host_sync_point(const char* what) const {
+  if (sync_free_region_ == nullptr || guard_disabled_) return;
+  fail(ErrorCode::kInternal,
+       "{} makes the host wait for the GPU inside {} (sync guard; set "
+       "DEEPINFER_DISABLE_SYNC_GUARD=1 to allow it while debugging)",
+       what, sync_free_region_);
+}
 
 void CudaBackend::begin_op() const {
   int cur = -1;
@@ -180,6 +207,8 @@ const char* error_word_message(int32_t code) {
       return "indexer_scores: a visible value is outside [0, E]";
     case kErrRouteId:
       return "route: an id is outside tid2eid";
+    case kErrMoeExpert:
+      return "moe_experts: an idx entry is not one of the experts";
     case kErrRouteExpert:
       return "route: a tid2eid entry is not one of the experts";
     default:
@@ -203,6 +232,7 @@ void CudaBackend::check_error_word() {
 }
 
 void CudaBackend::synchronize() {
+  host_sync_point("synchronize");
   begin_op();
   check(cudaStreamSynchronize(ctx_->stream()), "CUDA backend: synchronize");
   check_error_word();
@@ -228,6 +258,12 @@ void CudaBackend::upload(const void* host, const TensorView& dst) {
   if (dst.nbytes() == 0) return;
   DI_CHECK(host != nullptr && dst.data() != nullptr, ErrorCode::kInvalidArgument,
            "upload: null pointer for {} bytes", dst.nbytes());
+  if (dst.nbytes() <= staging_->capacity()) {
+    staging_->upload(host, dst.data(), dst.nbytes(), ctx_->stream(),
+                     [this] { host_sync_point("upload (waiting for the pinned ring)"); });
+    return;
+  }
+  host_sync_point("upload of a large pageable buffer");
   check(cudaMemcpyAsync(dst.data(), host, dst.nbytes(), cudaMemcpyHostToDevice, ctx_->stream()),
         "upload");
   check(cudaStreamSynchronize(ctx_->stream()), "upload");
@@ -235,6 +271,7 @@ void CudaBackend::upload(const void* host, const TensorView& dst) {
 
 void CudaBackend::download(const TensorView& src, void* host) {
   OpScope s(*this, "download");
+  host_sync_point("download");
   DI_CHECK(src.device() == Device::kCuda && src.is_contiguous(), ErrorCode::kInvalidArgument,
            "download: src {} must be a contiguous device tensor", src.shape_str());
   if (src.nbytes() > 0) {

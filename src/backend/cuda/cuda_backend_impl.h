@@ -19,6 +19,7 @@
 
 #include "backend/arg_checks.h"
 #include "backend/backend.h"
+#include "backend/cuda/pinned_staging.h"
 #include "core/tensor.h"
 
 namespace deepinfer::cuda {
@@ -40,6 +41,7 @@ class DeviceContext {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   int32_t* error_word() const { return err_; }
+  int num_sms() const { return num_sms_; }
 
   // A block of at least `bytes` (never null, 256-byte aligned); returned to the cache when the
   // last copy of the owner goes.
@@ -56,6 +58,7 @@ class DeviceContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   int32_t* err_ = nullptr;
+  int num_sms_ = 0;
   mutable std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // size class -> blocks
   size_t cached_ = 0;
@@ -73,6 +76,10 @@ void expect2(const char* op, const char* name, const TensorView& t, DType a, DTy
              std::initializer_list<int64_t> shape);
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref);
+
+// moe_experts uses the skinny kernel while the (token, slot) pairs average at most this many
+// per expert, tensor-core tiles above.
+inline constexpr int64_t kSkinnyMoeRowsPerExpert = 0;
 
 class CudaBackend final : public Backend {
  public:
@@ -131,6 +138,9 @@ class CudaBackend final : public Backend {
   void synchronize();
   DeviceContext& context() const { return *ctx_; }
 
+  void enter_sync_free(const char* region) override;
+  void leave_sync_free() override;
+
  private:
   friend struct OpScope;
   // Raw scratch memory from the cache, released (stream-ordered) when the owner goes.
@@ -146,9 +156,20 @@ class CudaBackend final : public Backend {
             int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so, int64_t M, int64_t N,
             int64_t K, int64_t batch, float beta);
   void check_error_word();
+  // Called before anything that makes the host wait for the device: throws inside a sync-free
+  // region (unless the guard is disabled).
+  void host_sync_point(const char* what) const;
+  // The two moe_experts strategies (cuda_moe.cpp).
+  void moe_experts_on_device(const TensorView& x, const TensorView& idx, const TensorView& weights,
+                             const ExpertWeights& experts, float limit, const TensorView& out);
+  void moe_experts_host_plan(const TensorView& x, const TensorView& idx, const TensorView& weights,
+                             const ExpertWeights& experts, float limit, const TensorView& out);
 
   std::shared_ptr<DeviceContext> ctx_;
+  std::unique_ptr<PinnedStaging> staging_;
   bool sync_each_ = false;
+  bool guard_disabled_ = false;
+  const char* sync_free_region_ = nullptr;  // non-null inside a sync-free region
 };
 
 // Marks one op: selects the device on entry and runs end_op() on normal exit.

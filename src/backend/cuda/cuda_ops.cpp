@@ -1,4 +1,5 @@
 // mHC, attention-side ops and the router: argument checks here, the work in the kernels.
+#include <algorithm>
 #include <climits>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -137,11 +138,18 @@ void CudaBackend::attention(const TensorView& q, const TensorView& win_kv, int64
     list = static_cast<const int32_t*>(list_buf.get());
     count = static_cast<const int32_t*>(count_buf.get());
   }
+  // Key splits from the most keys any query can see (the host does not know the exact counts).
+  const int64_t max_keys = std::min<int64_t>(window, P + M) + (use_idx ? K : (use_vis ? E : 0));
+  const int splits = attention_splits(M, H, max_keys, ctx_->num_sms());
+  std::shared_ptr<void> workspace;
+  if (const int64_t floats = attention_workspace_floats(M, H, hd, splits); floats > 0)
+    workspace = scratch(static_cast<size_t>(floats) * sizeof(float));
   check(
       launch_attention(q.data_as<float>(), M, H, hd, win_kv.data_as<float>(), P, window,
                        E > 0 ? comp_kv.data_as<float>() : nullptr, E, list, count, K,
                        use_vis ? comp_visible.data_as<int32_t>() : nullptr, sinks.data_as<float>(),
-                       scale, out.data_as<float>(), ctx_->error_word(), ctx_->stream()),
+                       scale, splits, static_cast<float*>(workspace.get()), out.data_as<float>(),
+                       ctx_->error_word(), ctx_->stream()),
       op);
 }
 

@@ -23,6 +23,7 @@ enum : int32_t {
   kErrIndexerVisible = 4,  // indexer_scores: visible outside [0, E]
   kErrRouteId = 5,         // route: ids outside tid2eid
   kErrRouteExpert = 6,     // route: tid2eid entry outside [0, E)
+  kErrMoeExpert = 7,       // moe_experts: idx entry outside [0, E)
 };
 
 // ---- dense / elementwise (kernels_dense.cu) ----------------------------------------------------
@@ -64,20 +65,52 @@ cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, in
 // dropped), in any order, into list [M, K] with count [M].
 cudaError_t launch_dedup_idx(const int32_t* comp_idx, int64_t M, int64_t K, int64_t E,
                              int32_t* list, int32_t* count, int32_t* err, cudaStream_t stream);
-inline constexpr int64_t kMaxAttnHeadDim = 1024;
-// One block per (query, head). Compressed keys: list/count (deduplicated comp_idx, row stride K)
-// when list != nullptr, else the prefix comp_kv[0, visible[m]) when visible != nullptr, else none.
+inline constexpr int64_t kMaxAttnHeadDim = 512;
+// Key splits for M queries of H heads with at most max_keys keys each: enough blocks to fill the
+// device (flash decoding), 1 when the queries alone do.
+int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
+int64_t attention_workspace_floats(int64_t M, int64_t H, int64_t hd, int splits);
+// Blocks of (query, 16 heads, key split) on tensor cores (fp16 operands, fp32 accumulation).
+// Compressed keys: list/count (deduplicated comp_idx, row stride K) when list != nullptr, else
+// the prefix comp_kv[0, visible[m]) when visible != nullptr, else none. workspace:
+// attention_workspace_floats() floats when splits > 1.
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const float* win,
                              int64_t P, int64_t window, const float* comp, int64_t E,
                              const int32_t* list, const int32_t* count, int64_t K,
-                             const int32_t* visible, const float* sinks, float scale, float* out,
-                             int32_t* err, cudaStream_t stream);
+                             const int32_t* visible, const float* sinks, float scale, int splits,
+                             float* workspace, float* out, int32_t* err, cudaStream_t stream);
 cudaError_t launch_indexer_scores(const float* q, int64_t M, int64_t nh, int64_t d, const float* k,
                                   int64_t E, const float* w, float scale, const int32_t* visible,
                                   float* scores, int32_t* err, cudaStream_t stream);
 inline constexpr int kMaxTopk = 8192;
 cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_t* idx,
                         cudaStream_t stream);
+
+// ---- skinny GEMMs over bf16 weights (kernels_gemv.cu) -----------------------------------------
+// out[r, n] (+)= x_row(r) . w[group][n] for the rows r of each group; with swiglu,
+// out = swiglu(x . w1[n], x . w3[n]). Groups: `groups` of them, or the first *num_active of
+// active[] when active is set; rows of a group: [offsets[g], offsets[g+1]) or [0, M). x_row(r) =
+// x + (row_map ? row_map[r] : r) * ldx + g * gx (16-byte aligned, K a multiple of 8); out row
+// r of group g at out + r * ldo + g * go. Weights [groups, N, K] bf16.
+struct GemvArgs {
+  const float* x = nullptr;
+  int64_t ldx = 0, gx = 0;
+  const int32_t* row_map = nullptr;
+  const int32_t* offsets = nullptr;
+  const int32_t* active = nullptr;
+  const int32_t* num_active = nullptr;
+  const uint16_t* w1 = nullptr;
+  const uint16_t* w3 = nullptr;
+  int64_t M = 0, N = 0, K = 0;
+  bool swiglu = false;
+  float limit = 0.f;
+  bool accumulate = false;
+  float* out = nullptr;
+  int64_t ldo = 0, go = 0;
+};
+// Whether K and the base pointers allow the vector loads.
+bool gemv_supported(int64_t K, const void* x, const void* w);
+cudaError_t launch_gemv(const GemvArgs& args, int64_t groups, cudaStream_t stream);
 
 // ---- mixture of experts (kernels_moe.cu) -------------------------------------------------------
 // func: 0 softmax, 1 sigmoid, 2 sqrt(softplus). tid2eid/ids (hash routing) or bias may be null.
@@ -91,7 +124,30 @@ cudaError_t launch_gather_rows_bf16(const float* x, const int32_t* rows, int64_t
 // act_bf16[r, i] = swiglu(h[r, i], h[r, I + i]) for h [R, 2I] (gate | up).
 cudaError_t launch_swiglu_pairs(const float* h, int64_t R, int64_t I, float limit,
                                 uint16_t* act_bf16, cudaStream_t stream);
-// out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order; M rows of D.
+// Device-side sort of the R = M * k (token, slot) pairs of idx by expert: offsets [E + 1] (rows
+// of each expert), active [E] (experts with rows, ascending; the first *num_active are set),
+// row_token [R] (token of each sorted row), where [R] (sorted row of pair i; -1 and an error
+// for an idx outside [0, E)), and, when tiles is set, the (expert, first row) pairs of the
+// kMoeTileRows-row tiles of every expert ([moe_max_tiles(R, E)][2], *num_tiles of them set).
+// One block: the sort is a small part of any MoE layer.
+inline constexpr int64_t kMaxPlanExperts = 8192;
+inline constexpr int32_t kMoeTileRows = 64;
+int64_t moe_max_tiles(int64_t R, int64_t E);
+cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
+                            int32_t* active, int32_t* num_active, int32_t* row_token,
+                            int32_t* where, int32_t* tiles, int32_t* num_tiles, int32_t* err,
+                            cudaStream_t stream);
+// Tensor-core expert GEMMs over the plan's tiles (kernels_grouped_gemm.cu), bf16 weights:
+// act [R, I] bf16 = swiglu(x[row_token] w1^T, x[row_token] w3^T) (x fp32 [*, D], D % 8 == 0);
+// y [R, D] fp32 = act w2^T (I % 8 == 0).
+cudaError_t launch_moe_up_gemm(const float* x, const int32_t* row_token, const int32_t* offsets,
+                               const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
+                               const uint16_t* w1, const uint16_t* w3, int64_t I, int64_t D,
+                               float limit, uint16_t* act, cudaStream_t stream);
+cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
+                                 const int32_t* num_tiles, int64_t max_tiles, const uint16_t* w2,
+                                 int64_t D, int64_t I, float* y, cudaStream_t stream);
+// out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order (where < 0: skipped); M rows of D.
 cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
                                int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream);
 

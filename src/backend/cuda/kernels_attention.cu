@@ -1,5 +1,5 @@
-// Attention-side kernels: window_pool, comp_idx deduplication, shared-KV attention with sinks
-// (online softmax), the lightning indexer's scores and a radix-select top-k.
+// Attention-side kernels: window_pool, comp_idx deduplication, the lightning indexer's scores and
+// a radix-select top-k (the attention itself is in kernels_flash_attention.cu).
 #include <mutex>
 
 #include "backend/cuda/kernels.h"
@@ -76,88 +76,6 @@ __global__ void dedup_kernel(const int32_t* idx, int64_t K, int64_t E, bool stag
     __syncthreads();
   }
   if (threadIdx.x == 0) count[m] = base;
-}
-
-constexpr int kAttnThreads = 128;
-constexpr int kAttnPer = static_cast<int>(kMaxAttnHeadDim / kAttnThreads);
-constexpr int kTile = 32;  // keys scored per step of the online softmax
-
-// One block per (query m, head h): the keys are the window rows lo..hi-1 of win followed by the
-// query's compressed entries; softmax over [scores..., sink] with an online max; V = K.
-__global__ void __launch_bounds__(kAttnThreads)
-    attention_kernel(const float* q, int64_t H, int64_t hd, const float* win, int64_t P,
-                     int64_t window, const float* comp, int64_t E, const int32_t* list,
-                     const int32_t* count, int64_t K, const int32_t* visible, const float* sinks,
-                     float scale, float* out, int32_t* err) {
-  extern __shared__ float qs[];  // hd
-  __shared__ float sc[kTile];
-  const int64_t m = blockIdx.x / H, h = blockIdx.x % H;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const float* qrow = q + (m * H + h) * hd;
-  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) qs[i] = qrow[i];
-
-  const int64_t hi = m + P + 1;
-  int64_t lo = m + P - window + 1;
-  lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
-  const int64_t nw = hi - lo;
-  int64_t nc = 0;
-  if (list) {
-    nc = count[m];
-  } else if (visible) {
-    nc = visible[m];
-    if (nc < 0 || nc > E) {
-      if (threadIdx.x == 0 && h == 0) flag_error(err, kErrAttentionVis);
-      nc = nc < 0 ? 0 : E;
-    }
-  }
-  const int64_t n = nw + nc;
-  auto key = [&](int64_t j) -> const float* {
-    if (j < nw) return win + (lo + j) * hd;
-    const int64_t e = list ? int64_t{list[m * K + (j - nw)]} : j - nw;
-    return comp + e * hd;
-  };
-  __syncthreads();
-
-  float run_max = sinks[h], den = 1.f;  // the sink's own term exp(sink - max)
-  float acc[kAttnPer];
-#pragma unroll
-  for (int r = 0; r < kAttnPer; ++r) acc[r] = 0.f;
-  for (int64_t t0 = 0; t0 < n; t0 += kTile) {
-    const int tn = static_cast<int>(n - t0 < kTile ? n - t0 : kTile);
-    for (int jj = warp; jj < tn; jj += nwarps) {
-      const float* k = key(t0 + jj);
-      float dot = 0.f;
-      for (int64_t i = lane; i < hd; i += 32) dot += qs[i] * k[i];
-      dot = warp_sum(dot);
-      if (lane == 0) sc[jj] = dot * scale;
-    }
-    __syncthreads();
-    float tile_max = run_max;
-    for (int jj = 0; jj < tn; ++jj) tile_max = fmaxf(tile_max, sc[jj]);
-    const float corr = expf(run_max - tile_max);
-    den *= corr;
-#pragma unroll
-    for (int r = 0; r < kAttnPer; ++r) acc[r] *= corr;
-    for (int jj = 0; jj < tn; ++jj) {
-      const float p = expf(sc[jj] - tile_max);
-      den += p;
-      const float* k = key(t0 + jj);
-#pragma unroll
-      for (int r = 0; r < kAttnPer; ++r) {
-        const int64_t d = threadIdx.x + int64_t{r} * blockDim.x;
-        if (d < hd) acc[r] += p * k[d];
-      }
-    }
-    run_max = tile_max;
-    __syncthreads();  // sc is rewritten by the next tile
-  }
-  float* o = out + (m * H + h) * hd;
-  const float inv = 1.f / den;
-#pragma unroll
-  for (int r = 0; r < kAttnPer; ++r) {
-    const int64_t d = threadIdx.x + int64_t{r} * blockDim.x;
-    if (d < hd) o[d] = acc[r] * inv;
-  }
 }
 
 // One warp per (query m, entry e): sum over heads of w[m, h] * relu(q[m, h] . k[e]), scaled;
@@ -282,18 +200,6 @@ cudaError_t launch_dedup_idx(const int32_t* comp_idx, int64_t M, int64_t K, int6
   const bool staged = K * sizeof(int32_t) <= 32 * 1024;
   dedup_kernel<<<static_cast<unsigned>(M), kThreads, staged ? K * sizeof(int32_t) : 0, stream>>>(
       comp_idx, K, E, staged, list, count, err);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const float* win,
-                             int64_t P, int64_t window, const float* comp, int64_t E,
-                             const int32_t* list, const int32_t* count, int64_t K,
-                             const int32_t* visible, const float* sinks, float scale, float* out,
-                             int32_t* err, cudaStream_t stream) {
-  if (M <= 0 || H <= 0) return cudaSuccess;
-  if (hd > kMaxAttnHeadDim || M * H > 0x7fffffff) return cudaErrorInvalidValue;
-  attention_kernel<<<static_cast<unsigned>(M * H), kAttnThreads, hd * sizeof(float), stream>>>(
-      q, H, hd, win, P, window, comp, E, list, count, K, visible, sinks, scale, out, err);
   return cudaGetLastError();
 }
 

@@ -98,7 +98,59 @@ __global__ void route_kernel(const float* logits, int64_t E, int func, const flo
   }
 }
 
-// out[m, d] += sum_j weights[m, j] * y[where[m, j], d], slots in order (deterministic).
+// One block: counting sort of the R (token, slot) pairs by expert. Placement within an expert
+// uses atomics (any order): every consumer computes a row independently of its neighbours.
+__global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
+                                int32_t* active, int32_t* num_active, int32_t* row_token,
+                                int32_t* where, int32_t* tiles, int32_t* num_tiles, int32_t* err) {
+  extern __shared__ int32_t plan_smem[];  // count [E], cursor [E]
+  int32_t* count = plan_smem;
+  int32_t* cursor = plan_smem + E;
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < R; i += blockDim.x) {
+    const int32_t e = idx[i];
+    if (e >= 0 && e < E)
+      atomicAdd(&count[e], 1);
+    else
+      flag_error(err, kErrMoeExpert);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t run = 0, na = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      offsets[e] = run;
+      cursor[e] = run;
+      if (count[e] > 0) active[na++] = static_cast<int32_t>(e);
+      run += count[e];
+    }
+    offsets[E] = run;
+    *num_active = na;
+    if (tiles) {
+      int32_t nt = 0;
+      for (int64_t e = 0; e < E; ++e)
+        for (int32_t r = offsets[e]; r < offsets[e] + count[e]; r += kMoeTileRows) {
+          tiles[2 * nt] = static_cast<int32_t>(e);
+          tiles[2 * nt + 1] = r;
+          ++nt;
+        }
+      *num_tiles = nt;
+    }
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < R; i += blockDim.x) {
+    const int32_t e = idx[i];
+    int32_t r = -1;
+    if (e >= 0 && e < E) {
+      r = atomicAdd(&cursor[e], 1);
+      row_token[r] = static_cast<int32_t>(i / k);
+    }
+    where[i] = r;
+  }
+}
+
+// out[m, d] += sum_j weights[m, j] * y[where[m, j], d], slots in order (deterministic); pairs
+// with where < 0 (an invalid expert, already flagged) add nothing.
 __global__ void combine_kernel(const float* y, const int32_t* where, const float* w, int64_t M,
                                int64_t k, int64_t D, float* out) {
   const int64_t total = M * D;
@@ -106,7 +158,10 @@ __global__ void combine_kernel(const float* y, const int32_t* where, const float
        t += int64_t{gridDim.x} * blockDim.x) {
     const int64_t m = t / D, d = t % D;
     float o = out[t];
-    for (int64_t j = 0; j < k; ++j) o += w[m * k + j] * y[int64_t{where[m * k + j]} * D + d];
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = where[m * k + j];
+      if (r >= 0) o += w[m * k + j] * y[r * D + d];
+    }
     out[t] = o;
   }
 }
@@ -123,6 +178,16 @@ cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, co
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   route_kernel<<<static_cast<unsigned>(M), kThreads, smem, stream>>>(
       logits, E, func, bias, tid2eid, V, ids, k, routed_scale, weights, idx, err);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
+                            int32_t* active, int32_t* num_active, int32_t* row_token,
+                            int32_t* where, int32_t* tiles, int32_t* num_tiles, int32_t* err,
+                            cudaStream_t stream) {
+  if (E <= 0 || E > kMaxPlanExperts || k <= 0) return cudaErrorInvalidValue;
+  moe_plan_kernel<<<1, 1024, static_cast<size_t>(2 * E) * sizeof(int32_t), stream>>>(
+      idx, R, k, E, offsets, active, num_active, row_token, where, tiles, num_tiles, err);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,7 @@
 #include "model/deepseek_v4/model.h"
 
 #include <filesystem>
+#include <optional>
 
 #include "io/weights.h"
 #include "model/deepseek_v4/blocks.h"
@@ -78,6 +79,10 @@ Tensor Model::forward_batch(std::span<const BatchItem> items) {
     in.num_tokens += S;
   }
   const int64_t T = in.num_tokens;
+  // From the first upload to the logits download the host only queues work (on a GPU: the
+  // launches stream ahead of the device; a host sync in between is an error).
+  std::optional<SyncFreeRegion> sync_free;
+  sync_free.emplace(b, "the model forward");
   in.ids = upload_i32(b, ids);
   in.positions_dev = upload_i32(b, in.positions);
 
@@ -100,7 +105,10 @@ Tensor Model::forward_batch(std::span<const BatchItem> items) {
 
   // Only the rows whose logits were asked for go through the head.
   const int64_t R = static_cast<int64_t>(logit_rows.size());
-  if (R == 0) return Tensor::empty({0, c.vocab_size});
+  if (R == 0) {
+    sync_free.reset();
+    return Tensor::empty({0, c.vocab_size});
+  }
   Tensor h = b.empty({T, D});
   b.hc_head(X, weights_.hc_head_fn, weights_.hc_head_base, weights_.hc_head_scale,
             static_cast<float>(c.hc_eps), static_cast<float>(c.rms_norm_eps), h);
@@ -113,6 +121,7 @@ Tensor Model::forward_batch(std::span<const BatchItem> items) {
   b.rms_norm(picked, weights_.norm, static_cast<float>(c.rms_norm_eps), hn);
   Tensor logits_dev = b.empty({R, c.vocab_size});
   b.matmul(hn, weights_.head, logits_dev);
+  sync_free.reset();
   if (b.device() == Device::kCpu) return logits_dev;
   Tensor logits = Tensor::empty({R, c.vocab_size});
   b.download(logits_dev, logits.view().data());

@@ -1,0 +1,427 @@
+// Shared-KV attention with sinks, flash-decoding style. All heads of a query share its keys (V4's
+// single K=V head), so one block serves 16 heads of one query: it stages a chunk of 32 keys once
+// in shared memory as fp16 and runs S = Q K^T and O += P V on tensor cores (mma.sync m16n8k16,
+// fp32 accumulation) with the online softmax in registers. The 4 warps split the head dim: each
+// computes a partial S over its quarter of the dims (summed through shared memory) and owns that
+// quarter of O. Blocks are (query, head group, key split); splits write unnormalised partials
+// (O, running max, running sum) that a second kernel merges together with the sinks.
+// Precision: every operand is split into two fp16 halves, x = hi + lo (lo = fp16(x - hi)), and
+// each product takes three mma (hi*hi + hi*lo + lo*hi), about 21 bits of mantissa: scores and
+// outputs as accurate as fp32 math to the softmax's needs. One fp16 operand alone (10 bits) was
+// enough to flip near-tie indexer and routing decisions downstream in the golden tests. q and
+// keys are RMS-normed, well inside fp16's range (values saturate rather than overflow).
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_common.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kHeads = 16;  // heads per block (the mma M)
+constexpr int kChunk = 32;  // keys per chunk
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kPad = 8;  // fp16 row padding: rows 16 bytes apart in the banks (ldmatrix)
+
+__device__ __forceinline__ __half to_half_sat(float v) {
+  return __float2half_rn(fminf(fmaxf(v, -65504.f), 65504.f));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// d += a (16x16, row) * b (16x8, col); fp16 in, fp32 accumulate.
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The keys a query sees, in order: window rows lo .. lo+nw-1 of win, then its compressed entries
+// (deduplicated list, or the prefix comp[0, nc)).
+struct KeySet {
+  const float* win;
+  const float* comp;
+  const int32_t* list;  // the query's row, or null
+  int64_t lo, nw, nc, hd;
+  __device__ const float* row(int64_t j) const {
+    if (j < nw) return win + (lo + j) * hd;
+    const int64_t e = list ? int64_t{list[j - nw]} : j - nw;
+    return comp + e * hd;
+  }
+};
+
+__device__ KeySet key_set(int64_t m, int64_t hd, const float* win, int64_t P, int64_t window,
+                          const float* comp, int64_t E, const int32_t* list, const int32_t* count,
+                          int64_t K, const int32_t* visible, bool report, int32_t* err) {
+  KeySet ks{win, comp, nullptr, 0, 0, 0, hd};
+  const int64_t hi = m + P + 1;
+  int64_t lo = m + P - window + 1;
+  lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
+  ks.lo = lo;
+  ks.nw = hi - lo;
+  if (list) {
+    ks.list = list + m * K;
+    ks.nc = count[m];
+  } else if (visible) {
+    int64_t nc = visible[m];
+    if (nc < 0 || nc > E) {
+      if (report) flag_error(err, kErrAttentionVis);
+      nc = nc < 0 ? 0 : E;
+    }
+    ks.nc = nc;
+  }
+  return ks;
+}
+
+struct AttnParams {
+  const float* q;
+  int64_t H, hd;
+  const float* win;
+  int64_t P, window;
+  const float* comp;
+  int64_t E;
+  const int32_t* list;
+  const int32_t* count;
+  int64_t K;
+  const int32_t* visible;
+  const float* sinks;
+  float scale;
+  int splits;
+  int64_t groups;
+  float* out;
+  float* part_o;
+  float* part_ml;
+  int32_t* err;
+};
+
+// Grid: (query m) x (head group g) x (split s); keys [j0, j1) of the query's key set. NT = 8-dim
+// output tiles per warp: the padded head dim is hdp = 32 * NT (each warp owns 8 * NT dims).
+template <int NT>
+__global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p) {
+  constexpr int hdp = 32 * NT, ld = hdp + kPad, wdims = 8 * NT;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __half* qs = reinterpret_cast<__half*>(smem);                // [2][16][ld]: hi, lo
+  __half* ks = qs + 2 * kHeads * ld;                           // [2][32][ld]: hi, lo
+  float* sp = reinterpret_cast<float*>(ks + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
+  const float** kptr = reinterpret_cast<const float**>(sp + kWarps * 16 * 32);  // [32]
+
+  const int64_t split = blockIdx.x % p.splits;
+  const int64_t g = (blockIdx.x / p.splits) % p.groups;
+  const int64_t m = blockIdx.x / (p.splits * p.groups);
+  const int64_t h0 = g * kHeads, hd = p.hd;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int gr = lane >> 2, tq = lane & 3;  // mma fragment row / column pair
+
+  const KeySet keys = key_set(m, hd, p.win, p.P, p.window, p.comp, p.E, p.list, p.count, p.K,
+                              p.visible, g == 0 && split == 0 && threadIdx.x == 0, p.err);
+  const int64_t n = keys.nw + keys.nc;
+  const int64_t per = ((n + p.splits - 1) / p.splits + kChunk - 1) / kChunk * kChunk;
+  const int64_t j0 = split * per, j1 = j0 + per < n ? j0 + per : n;
+  const bool vec4 = (hd & 3) == 0 && (reinterpret_cast<uintptr_t>(p.win) & 15) == 0 &&
+                    (reinterpret_cast<uintptr_t>(p.comp) & 15) == 0;
+
+  for (int i = threadIdx.x; i < kHeads * hdp; i += kThreads) {
+    const int r = i / hdp, d = i % hdp;
+    const int64_t h = h0 + r;
+    const float v = h < p.H && d < hd ? p.q[(m * p.H + h) * hd + d] : 0.f;
+    const __half hi = to_half_sat(v);
+    qs[r * ld + d] = hi;
+    qs[(kHeads + r) * ld + d] = __float2half_rn(v - __half2float(hi));
+  }
+
+  float o[NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
+  float run_max[2] = {neg_inf(), neg_inf()}, run_sum[2] = {0.f, 0.f};  // rows gr, gr + 8
+
+  // Staging map: each thread copies 4 columns of every rstep-th key row.
+  constexpr int per_row = hdp / 4, rstep = kThreads / per_row;
+  const int col4 = threadIdx.x % per_row, row0 = threadIdx.x / per_row;
+
+  for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
+    const int cn = static_cast<int>(j1 - c0 < kChunk ? j1 - c0 : kChunk);
+    if (threadIdx.x < kChunk)
+      kptr[threadIdx.x] = threadIdx.x < cn ? keys.row(c0 + threadIdx.x) : nullptr;
+    __syncthreads();  // also: the previous chunk's ks reads are done
+#pragma unroll 8
+    for (int j = row0; j < kChunk; j += rstep) {
+      const float* kr = kptr[j];
+      const int d = col4 * 4;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (kr) {
+        if (vec4 && d + 3 < hd) {
+          v = __ldg(reinterpret_cast<const float4*>(kr + d));
+        } else {
+          if (d < hd) v.x = kr[d];
+          if (d + 1 < hd) v.y = kr[d + 1];
+          if (d + 2 < hd) v.z = kr[d + 2];
+          if (d + 3 < hd) v.w = kr[d + 3];
+        }
+      }
+      const float x[4] = {v.x, v.y, v.z, v.w};
+      float hi[4], lo[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        hi[i] = __half2float(to_half_sat(x[i]));
+        lo[i] = x[i] - hi[i];
+      }
+      *reinterpret_cast<uint2*>(ks + j * ld + d) =
+          make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
+      *reinterpret_cast<uint2*>(ks + (kChunk + j) * ld + d) =
+          make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
+    }
+    __syncthreads();
+
+    // Partial S [16 x 32] over this warp's dims: 4 key tiles of 8.
+    float s[4][4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+    const int mat = lane >> 3, mrow = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < wdims / 16; ++kk) {
+      const int d0 = warp * wdims + kk * 16;
+      uint32_t a[4], al[4];
+      const int qoff = (mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
+      ldmatrix_x4(a, qs + qoff);
+      ldmatrix_x4(al, qs + kHeads * ld + qoff);
+#pragma unroll
+      for (int nt = 0; nt < 4; nt += 2) {
+        uint32_t b[4], bl[4];  // key tiles nt, nt + 1
+        const int koff = (nt * 8 + mrow + (mat >> 1) * 8) * ld + d0 + (mat & 1) * 8;
+        ldmatrix_x4(b, ks + koff);
+        ldmatrix_x4(bl, ks + kChunk * ld + koff);
+        mma_16816(s[nt], a, b[0], b[1]);
+        mma_16816(s[nt], a, bl[0], bl[1]);
+        mma_16816(s[nt], al, b[0], b[1]);
+        mma_16816(s[nt + 1], a, b[2], b[3]);
+        mma_16816(s[nt + 1], a, bl[2], bl[3]);
+        mma_16816(s[nt + 1], al, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sp[(warp * 16 + t * 4 + i) * 32 + lane] = s[t][i];
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float v = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) v += sp[(w * 16 + t * 4 + i) * 32 + lane];
+        const int key = t * 8 + tq * 2 + (i & 1);
+        s[t][i] = key < cn ? v * p.scale : neg_inf();
+      }
+
+    // Online softmax of rows gr (values i = 0, 1) and gr + 8 (i = 2, 3); a row lives in the 4
+    // lanes of one quad.
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
+      mx = fmaxf(mx,
+                 fmaxf(fmaxf(s[2][2 * r], s[2][2 * r + 1]), fmaxf(s[3][2 * r], s[3][2 * r + 1])));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float nmax = fmaxf(run_max[r], mx);
+      corr[r] = run_max[r] == neg_inf() ? 0.f : expf(run_max[r] - nmax);
+      float sum = 0.f;
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+#pragma unroll
+        for (int i = 2 * r; i < 2 * r + 2; ++i) {
+          s[t][i] = nmax == neg_inf() ? 0.f : expf(s[t][i] - nmax);
+          sum += s[t][i];
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      run_sum[r] = run_sum[r] * corr[r] + sum;
+      run_max[r] = nmax;
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      o[t][0] *= corr[0];
+      o[t][1] *= corr[0];
+      o[t][2] *= corr[1];
+      o[t][3] *= corr[1];
+    }
+    // O += P V over this warp's dims; P's accumulator layout is the mma A layout.
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      uint32_t a[4], al[4];
+      const float* pv[4] = {&s[2 * kk][0], &s[2 * kk][2], &s[2 * kk + 1][0], &s[2 * kk + 1][2]};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float h0f = __half2float(__float2half_rn(pv[i][0]));
+        const float h1f = __half2float(__float2half_rn(pv[i][1]));
+        a[i] = pack_half2(h0f, h1f);
+        al[i] = pack_half2(pv[i][0] - h0f, pv[i][1] - h1f);
+      }
+#pragma unroll
+      for (int t = 0; t < NT; t += 2) {
+        uint32_t b[4], bl[4];  // dim tiles t, t + 1
+        const int d0 = warp * wdims + t * 8;
+        const int voff = (kk * 16 + mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
+        ldmatrix_x4_trans(b, ks + voff);
+        ldmatrix_x4_trans(bl, ks + kChunk * ld + voff);
+        mma_16816(o[t], a, b[0], b[1]);
+        mma_16816(o[t], a, bl[0], bl[1]);
+        mma_16816(o[t], al, b[0], b[1]);
+        mma_16816(o[t + 1], a, b[2], b[3]);
+        mma_16816(o[t + 1], a, bl[2], bl[3]);
+        mma_16816(o[t + 1], al, b[2], b[3]);
+      }
+    }
+  }
+
+  // Rows gr, gr + 8 = heads h0 + gr, h0 + gr + 8; columns 2 tq, 2 tq + 1 of each dim tile.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t h = h0 + gr + 8 * r;
+    if (h >= p.H) continue;
+    float w = 1.f, den = 1.f;
+    if (p.splits == 1) {
+      const float sink = p.sinks[h], mx = fmaxf(run_max[r], sink);
+      w = run_max[r] == neg_inf() ? 0.f : expf(run_max[r] - mx);
+      den = run_sum[r] * w + expf(sink - mx);
+    }
+    float* dst = p.splits == 1 ? p.out + (m * p.H + h) * hd
+                               : p.part_o + ((m * p.H + h) * p.splits + split) * hd;
+    const float mul = w / den;
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int64_t d = warp * wdims + t * 8 + tq * 2 + i;
+        if (d < hd) dst[d] = o[t][2 * r + i] * mul;
+      }
+    if (p.splits > 1 && warp == 0 && tq == 0) {
+      float* ml = p.part_ml + ((m * p.H + h) * p.splits + split) * 2;
+      ml[0] = run_max[r];
+      ml[1] = run_sum[r];
+    }
+  }
+}
+
+// One block per (query, head): merges the splits' partials and the sink.
+__global__ void flash_attention_merge_kernel(const float* part_o, const float* part_ml, int splits,
+                                             int64_t hd, const float* sinks, int64_t H,
+                                             float* out) {
+  const int64_t mh = blockIdx.x, h = mh % H;
+  const float* ml = part_ml + mh * splits * 2;
+  float mx = sinks[h];
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml[2 * s]);
+  float den = expf(sinks[h] - mx);
+  for (int s = 0; s < splits; ++s)
+    if (ml[2 * s] != neg_inf()) den += ml[2 * s + 1] * expf(ml[2 * s] - mx);
+  const float inv = 1.f / den;
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float o = 0.f;
+    for (int s = 0; s < splits; ++s)
+      if (ml[2 * s] != neg_inf()) o += part_o[(mh * splits + s) * hd + d] * expf(ml[2 * s] - mx);
+    out[mh * hd + d] = o * inv;
+  }
+}
+
+template <int NT>
+cudaError_t launch_nt(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
+  constexpr int ld = 32 * NT + kPad;
+  constexpr size_t bytes = 2 * (kHeads + kChunk) * ld * sizeof(__half) + kWarps * 16 * 32 * 4 +
+                           kChunk * sizeof(const float*);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(flash_attention_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes));
+  if (attr != cudaSuccess) return attr;
+  flash_attention_kernel<NT><<<blocks, kThreads, bytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
+  const int64_t groups = (H + kHeads - 1) / kHeads;
+  const int64_t blocks = M * groups;
+  const int64_t target = 3 * static_cast<int64_t>(num_sms > 0 ? num_sms : 132);
+  if (blocks >= target || max_keys <= kChunk) return 1;
+  int64_t splits = (target + blocks - 1) / blocks;
+  const int64_t chunks = (max_keys + kChunk - 1) / kChunk;
+  if (splits > chunks) splits = chunks;
+  if (splits > 64) splits = 64;
+  return static_cast<int>(splits < 1 ? 1 : splits);
+}
+
+int64_t attention_workspace_floats(int64_t M, int64_t H, int64_t hd, int splits) {
+  return splits <= 1 ? 0 : M * H * splits * (hd + 2);
+}
+
+cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const float* win,
+                             int64_t P, int64_t window, const float* comp, int64_t E,
+                             const int32_t* list, const int32_t* count, int64_t K,
+                             const int32_t* visible, const float* sinks, float scale, int splits,
+                             float* workspace, float* out, int32_t* err, cudaStream_t stream) {
+  if (M <= 0 || H <= 0) return cudaSuccess;
+  const int64_t groups = (H + kHeads - 1) / kHeads;
+  if (hd < 1 || hd > kMaxAttnHeadDim || splits < 1 || M * groups * splits > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  if (splits > 1 && !workspace) return cudaErrorInvalidValue;
+  AttnParams p{q,
+               H,
+               hd,
+               win,
+               P,
+               window,
+               comp,
+               E,
+               list,
+               count,
+               K,
+               visible,
+               sinks,
+               scale,
+               splits,
+               groups,
+               out,
+               workspace,
+               splits > 1 ? workspace + M * H * splits * hd : nullptr,
+               err};
+  const unsigned blocks = static_cast<unsigned>(M * groups * splits);
+  cudaError_t e;
+  if (hd <= 64)
+    e = launch_nt<2>(p, blocks, stream);
+  else if (hd <= 128)
+    e = launch_nt<4>(p, blocks, stream);
+  else if (hd <= 256)
+    e = launch_nt<8>(p, blocks, stream);
+  else
+    e = launch_nt<16>(p, blocks, stream);
+  if (e != cudaSuccess || splits == 1) return e;
+  if (M * H > 0x7fffffff) return cudaErrorInvalidValue;
+  flash_attention_merge_kernel<<<static_cast<unsigned>(M * H), 128, 0, stream>>>(
+      p.part_o, p.part_ml, splits, hd, sinks, H, out);
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::cuda

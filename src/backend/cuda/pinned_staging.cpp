@@ -1,0 +1,61 @@
+#include "backend/cuda/pinned_staging.h"
+
+#include <cstring>
+
+#include "backend/cuda/cuda_backend_impl.h"
+
+namespace deepinfer::cuda {
+
+PinnedStaging::~PinnedStaging() {
+  // Errors are ignored: at exit the runtime may already be gone.
+  for (Region& r : in_flight_) {
+    cudaEventSynchronize(r.done);
+    cudaEventDestroy(r.done);
+  }
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+  if (ring_) cudaFreeHost(ring_);
+  cudaGetLastError();
+}
+
+cudaEvent_t PinnedStaging::take_event() {
+  if (!spare_events_.empty()) {
+    cudaEvent_t e = spare_events_.back();
+    spare_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "upload: staging event");
+  return e;
+}
+
+void PinnedStaging::upload(const void* host, void* dst, size_t n, cudaStream_t stream,
+                           const std::function<void()>& before_wait) {
+  if (!ring_) check(cudaHostAlloc(&ring_, capacity_, cudaHostAllocDefault), "upload: pinned ring");
+  const size_t size = (n + 255) / 256 * 256;
+  const size_t start = head_ + size > capacity_ ? 0 : head_;
+  const bool wrapped = start != head_;  // the tail [head_, capacity_) is skipped this lap
+  // In-flight regions are in ring order from the oldest: first the previous lap's regions at and
+  // after head_ (all of them must go when wrapping), then those the new region overlaps.
+  while (!in_flight_.empty()) {
+    Region& r = in_flight_.front();
+    const bool needed =
+        (r.offset < start + size && start < r.offset + r.size) || (wrapped && r.offset >= head_);
+    const bool done = cudaEventQuery(r.done) == cudaSuccess;
+    if (!needed && !done) break;
+    if (!done) {
+      before_wait();
+      check(cudaEventSynchronize(r.done), "upload: staging wait");
+    }
+    spare_events_.push_back(r.done);
+    in_flight_.pop_front();
+  }
+  cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
+  std::memcpy(ring_ + start, host, n);
+  check(cudaMemcpyAsync(dst, ring_ + start, n, cudaMemcpyHostToDevice, stream), "upload");
+  cudaEvent_t done = take_event();
+  check(cudaEventRecord(done, stream), "upload: staging event");
+  in_flight_.push_back({start, size, done});
+  head_ = start + size;
+}
+
+}  // namespace deepinfer::cuda

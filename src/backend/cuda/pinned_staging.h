@@ -1,0 +1,45 @@
+// A ring of pinned host memory for asynchronous uploads: the caller's bytes are copied into the
+// ring and the device copy is queued on the stream, so upload() returns at once and the caller
+// may reuse its buffer. Each region is reused only after the event recorded behind its copy has
+// completed; waiting for one (the device is a whole ring behind) is the only host sync here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <vector>
+
+namespace deepinfer::cuda {
+
+class PinnedStaging {
+ public:
+  // `capacity` bytes of pinned memory, allocated on first use.
+  explicit PinnedStaging(size_t capacity) : capacity_(capacity) {}
+  ~PinnedStaging();
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+
+  size_t capacity() const { return capacity_; }
+  // Copies n bytes (n <= capacity) into the ring and queues ring -> dst on `stream`.
+  // `before_wait` runs before the host would block on an unfinished earlier copy (the sync
+  // guard hooks in there). Throws deepinfer::Error on CUDA failures.
+  void upload(const void* host, void* dst, size_t n, cudaStream_t stream,
+              const std::function<void()>& before_wait);
+
+ private:
+  struct Region {
+    size_t offset, size;
+    cudaEvent_t done;
+  };
+  cudaEvent_t take_event();
+
+  size_t capacity_;
+  char* ring_ = nullptr;
+  size_t head_ = 0;
+  std::deque<Region> in_flight_;
+  std::vector<cudaEvent_t> spare_events_;
+};
+
+}  // namespace deepinfer::cuda
