@@ -72,7 +72,7 @@ TEST_F(Moe, MoeExpertsMatchCpu) {
            {1, 64, 32, 8, 2},
            {7, 64, 96, 16, 6},
            {64, 128, 64, 8, 2},
-           {200, 256, 64, 256, 6},  // skinny kernel, many experts, some empty
+           {200, 256, 64, 256, 6},  // many experts, some empty
            {300, 256, 128, 32, 4},  // tensor-core tiles, partial tiles
            {700, 72, 40, 4, 2},     // several full 64-row tiles per expert, K tails
            {300, 64, 36, 8, 2}}) {  // I not a multiple of 8: host-planned cuBLAS path

@@ -77,9 +77,6 @@ void expect2(const char* op, const char* name, const TensorView& t, DType a, DTy
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref);
 
-// moe_experts uses the skinny kernel while the (token, slot) pairs average at most this many
-// per expert, tensor-core tiles above.
-inline constexpr int64_t kSkinnyMoeRowsPerExpert = 0;
 
 class CudaBackend final : public Backend {
  public:

@@ -1,9 +1,10 @@
-// moe_experts without the host: a one-block counting sort by expert on the device, then either
-// skinny GEMMs over the active experts (few rows per expert: decode) or tensor-core grouped GEMMs
-// over 64-row tiles (prefill), gate and up fused with swiglu, and a combine per token in slot
-// order. No host sync, so it can run in a sync-free region and be captured in a graph. Shapes the
-// kernels do not take (D or I not a multiple of 8, misaligned rows) fall back to a host-side sort
-// and per-expert cuBLAS GEMMs, which synchronises. The result never depends on scheduling.
+// moe_experts without the host: a one-block counting sort by expert on the device, tensor-core
+// grouped GEMMs over 64-row tiles of each expert's rows (gate and up fused with swiglu), and a
+// combine per token in slot order. No host sync, so it runs in a sync-free region and can be
+// captured in a graph. One kernel for every batch size, and a row's result never depends on the
+// other rows of its tile: a token's output is the same at any batch size (batch invariance).
+// Shapes the kernels do not take (D or I not a multiple of 8, misaligned rows) fall back to a
+// host-side sort and per-expert cuBLAS GEMMs, which synchronises.
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -30,10 +31,10 @@ void CudaBackend::moe_experts(const TensorView& x, const TensorView& idx, const 
   expect_no_alias(op, "out", out, "x", x);
 
   if (M == 0 || k == 0 || D == 0) return;
-  const bool device_path = E <= kMaxPlanExperts && I % 8 == 0 &&
-                           gemv_supported(D, x.data(), experts.w1.data()) &&
-                           gemv_supported(D, x.data(), experts.w3.data()) &&
-                           gemv_supported(I, nullptr, experts.w2.data());
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  const bool device_path = E <= kMaxPlanExperts && D % 8 == 0 && I % 8 == 0 &&
+                           aligned(x.data()) && aligned(experts.w1.data()) &&
+                           aligned(experts.w3.data()) && aligned(experts.w2.data());
   if (device_path)
     moe_experts_on_device(x, idx, weights, experts, limit, out);
   else
@@ -46,70 +47,30 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const char* op = "moe_experts";
   const int64_t M = x.dim(0), D = x.dim(1), k = idx.dim(1);
   const int64_t E = experts.w1.dim(0), I = experts.w1.dim(1), R = M * k;
-  // Few rows per expert: the skinny kernel reads each active expert once per 8 rows; more: tiles.
-  const bool skinny = R <= kSkinnyMoeRowsPerExpert * E;
-  const int64_t max_tiles = skinny ? 0 : moe_max_tiles(R, E);
-  // plan: offsets [E + 1] | active [E] | num_active | num_tiles | row_token [R] | where [R] |
-  // tiles [max_tiles][2]
+  const int64_t max_tiles = moe_max_tiles(R, E);
+  // plan: offsets [E + 1] | num_tiles | row_token [R] | where [R] | tiles [max_tiles][2]
   std::shared_ptr<void> plan =
-      scratch(static_cast<size_t>(2 * E + 3 + 2 * R + 2 * max_tiles) * sizeof(int32_t));
+      scratch(static_cast<size_t>(E + 2 + 2 * R + 2 * max_tiles) * sizeof(int32_t));
   auto* offsets = static_cast<int32_t*>(plan.get());
-  int32_t* active = offsets + E + 1;
-  int32_t* num_active = active + E;
-  int32_t* num_tiles = num_active + 1;
+  int32_t* num_tiles = offsets + E + 1;
   int32_t* row_token = num_tiles + 1;
   int32_t* where = row_token + R;
-  int32_t* tiles = skinny ? nullptr : where + R;
-  check(launch_moe_plan(idx.data_as<int32_t>(), R, static_cast<int>(k), E, offsets, active,
-                        num_active, row_token, where, tiles, num_tiles, ctx_->error_word(),
-                        ctx_->stream()),
+  int32_t* tiles = where + R;
+  check(launch_moe_plan(idx.data_as<int32_t>(), R, static_cast<int>(k), E, offsets, row_token,
+                        where, tiles, num_tiles, ctx_->error_word(), ctx_->stream()),
         op);
   std::shared_ptr<void> y = scratch(static_cast<size_t>(R * D) * sizeof(float));
   const auto* w1 = static_cast<const uint16_t*>(experts.w1.data());
   const auto* w3 = static_cast<const uint16_t*>(experts.w3.data());
   const auto* w2 = static_cast<const uint16_t*>(experts.w2.data());
-  if (skinny) {
-    std::shared_ptr<void> act = scratch(static_cast<size_t>(R * I) * sizeof(float));
-    const int64_t slots = std::min(E, R);  // at most this many experts have rows
-    GemvArgs up;
-    up.x = x.data_as<float>();
-    up.ldx = D;
-    up.row_map = row_token;
-    up.offsets = offsets;
-    up.active = active;
-    up.num_active = num_active;
-    up.w1 = w1;
-    up.w3 = w3;
-    up.M = R;
-    up.N = I;
-    up.K = D;
-    up.swiglu = true;
-    up.limit = limit;
-    up.out = static_cast<float*>(act.get());
-    up.ldo = I;
-    check(launch_gemv(up, slots, ctx_->stream()), op);
-    GemvArgs down = up;
-    down.x = static_cast<const float*>(act.get());
-    down.ldx = I;
-    down.row_map = nullptr;
-    down.w1 = w2;
-    down.w3 = nullptr;
-    down.N = D;
-    down.K = I;
-    down.swiglu = false;
-    down.out = static_cast<float*>(y.get());
-    down.ldo = D;
-    check(launch_gemv(down, slots, ctx_->stream()), op);
-  } else {
-    std::shared_ptr<void> act = scratch(static_cast<size_t>(R * I) * sizeof(uint16_t));
-    auto* actp = static_cast<uint16_t*>(act.get());
-    check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles,
-                             w1, w3, I, D, limit, actp, ctx_->stream()),
-          op);
-    check(launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, w2, D, I,
-                               static_cast<float*>(y.get()), ctx_->stream()),
-          op);
-  }
+  std::shared_ptr<void> act = scratch(static_cast<size_t>(R * I) * sizeof(uint16_t));
+  auto* actp = static_cast<uint16_t*>(act.get());
+  check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles,
+                           w1, w3, I, D, limit, actp, ctx_->stream()),
+        op);
+  check(launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, w2, D, I,
+                             static_cast<float*>(y.get()), ctx_->stream()),
+        op);
   check(launch_moe_combine(static_cast<const float*>(y.get()), where, weights.data_as<float>(), M,
                            k, D, out.data_as<float>(), ctx_->stream()),
         op);

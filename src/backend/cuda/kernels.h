@@ -86,32 +86,6 @@ inline constexpr int kMaxTopk = 8192;
 cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_t* idx,
                         cudaStream_t stream);
 
-// ---- skinny GEMMs over bf16 weights (kernels_gemv.cu) -----------------------------------------
-// out[r, n] (+)= x_row(r) . w[group][n] for the rows r of each group; with swiglu,
-// out = swiglu(x . w1[n], x . w3[n]). Groups: `groups` of them, or the first *num_active of
-// active[] when active is set; rows of a group: [offsets[g], offsets[g+1]) or [0, M). x_row(r) =
-// x + (row_map ? row_map[r] : r) * ldx + g * gx (16-byte aligned, K a multiple of 8); out row
-// r of group g at out + r * ldo + g * go. Weights [groups, N, K] bf16.
-struct GemvArgs {
-  const float* x = nullptr;
-  int64_t ldx = 0, gx = 0;
-  const int32_t* row_map = nullptr;
-  const int32_t* offsets = nullptr;
-  const int32_t* active = nullptr;
-  const int32_t* num_active = nullptr;
-  const uint16_t* w1 = nullptr;
-  const uint16_t* w3 = nullptr;
-  int64_t M = 0, N = 0, K = 0;
-  bool swiglu = false;
-  float limit = 0.f;
-  bool accumulate = false;
-  float* out = nullptr;
-  int64_t ldo = 0, go = 0;
-};
-// Whether K and the base pointers allow the vector loads.
-bool gemv_supported(int64_t K, const void* x, const void* w);
-cudaError_t launch_gemv(const GemvArgs& args, int64_t groups, cudaStream_t stream);
-
 // ---- mixture of experts (kernels_moe.cu) -------------------------------------------------------
 // func: 0 softmax, 1 sigmoid, 2 sqrt(softplus). tid2eid/ids (hash routing) or bias may be null.
 cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, const float* bias,
@@ -125,18 +99,16 @@ cudaError_t launch_gather_rows_bf16(const float* x, const int32_t* rows, int64_t
 cudaError_t launch_swiglu_pairs(const float* h, int64_t R, int64_t I, float limit,
                                 uint16_t* act_bf16, cudaStream_t stream);
 // Device-side sort of the R = M * k (token, slot) pairs of idx by expert: offsets [E + 1] (rows
-// of each expert), active [E] (experts with rows, ascending; the first *num_active are set),
-// row_token [R] (token of each sorted row), where [R] (sorted row of pair i; -1 and an error
-// for an idx outside [0, E)), and, when tiles is set, the (expert, first row) pairs of the
-// kMoeTileRows-row tiles of every expert ([moe_max_tiles(R, E)][2], *num_tiles of them set).
+// of each expert), row_token [R] (token of each sorted row), where [R] (sorted row of pair i; -1 and an error
+// for an idx outside [0, E)) and the (expert, first row) pairs of the kMoeTileRows-row tiles of
+// every expert ([moe_max_tiles(R, E)][2], *num_tiles of them set).
 // One block: the sort is a small part of any MoE layer.
 inline constexpr int64_t kMaxPlanExperts = 8192;
 inline constexpr int32_t kMoeTileRows = 64;
 int64_t moe_max_tiles(int64_t R, int64_t E);
 cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
-                            int32_t* active, int32_t* num_active, int32_t* row_token,
-                            int32_t* where, int32_t* tiles, int32_t* num_tiles, int32_t* err,
-                            cudaStream_t stream);
+                            int32_t* row_token, int32_t* where, int32_t* tiles, int32_t* num_tiles,
+                            int32_t* err, cudaStream_t stream);
 // Tensor-core expert GEMMs over the plan's tiles (kernels_grouped_gemm.cu), bf16 weights:
 // act [R, I] bf16 = swiglu(x[row_token] w1^T, x[row_token] w3^T) (x fp32 [*, D], D % 8 == 0);
 // y [R, D] fp32 = act w2^T (I % 8 == 0).

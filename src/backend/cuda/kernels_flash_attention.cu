@@ -142,13 +142,38 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
   const bool vec4 = (hd & 3) == 0 && (reinterpret_cast<uintptr_t>(p.win) & 15) == 0 &&
                     (reinterpret_cast<uintptr_t>(p.comp) & 15) == 0;
 
-  for (int i = threadIdx.x; i < kHeads * hdp; i += kThreads) {
-    const int r = i / hdp, d = i % hdp;
+  // Q as hi/lo fp16, 4 dims per step: the loop has a fixed trip count, so every load is issued
+  // before the stores (a dependent chain here cost more than the whole chunk loop at decode).
+  const bool q_vec4 = (hd & 3) == 0 && (reinterpret_cast<uintptr_t>(p.q) & 15) == 0;
+#pragma unroll
+  for (int it = 0; it < kHeads * hdp / 4 / kThreads; ++it) {
+    const int i = threadIdx.x + it * kThreads;
+    const int r = i / (hdp / 4), d = (i % (hdp / 4)) * 4;
     const int64_t h = h0 + r;
-    const float v = h < p.H && d < hd ? p.q[(m * p.H + h) * hd + d] : 0.f;
-    const __half hi = to_half_sat(v);
-    qs[r * ld + d] = hi;
-    qs[(kHeads + r) * ld + d] = __float2half_rn(v - __half2float(hi));
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    if (h < p.H) {
+      const float* qr = p.q + (m * p.H + h) * hd;
+      if (q_vec4 && d + 3 < hd) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(qr + d));
+        v[0] = f.x;
+        v[1] = f.y;
+        v[2] = f.z;
+        v[3] = f.w;
+      } else {
+        for (int c = 0; c < 4; ++c)
+          if (d + c < hd) v[c] = qr[d + c];
+      }
+    }
+    float hi[4], lo[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      hi[c] = __half2float(to_half_sat(v[c]));
+      lo[c] = v[c] - hi[c];
+    }
+    *reinterpret_cast<uint2*>(qs + r * ld + d) =
+        make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
+    *reinterpret_cast<uint2*>(qs + (kHeads + r) * ld + d) =
+        make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
   }
 
   float o[NT][4];

@@ -13,7 +13,7 @@ namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kBM = 64, kBN = 128, kBK = 32;
+constexpr int kBM = 64, kBN = 128, kBK = 64;
 constexpr int kThreads = 256;  // 8 warps: 2 (rows) x 4 (columns) of 32 x 32
 constexpr int kLd = kBK + 8;   // bf16 row stride of the staged tiles (16-byte rows apart in banks)
 constexpr int kEpiLd = kBN + 4;
@@ -92,63 +92,59 @@ __global__ void __launch_bounds__(kThreads) grouped_gemm_kernel(GroupedArgs g) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wm = warp & 1, wn = warp >> 1;
 
-  // Loader maps. A fp32: thread -> rows (tid / 8) and (tid / 8 + 32), 4 columns at (tid % 8) * 4.
-  // A bf16: thread -> row tid / 4, 8 columns at (tid % 4) * 8. B: rows tid / 4 and tid / 4 + 64.
-  const float* a_src[2] = {nullptr, nullptr};
-  const uint16_t* ab_src = nullptr;
-  if (!kUp) {
-    const int r = tid >> 2;
-    if (r < rows) ab_src = g.x_bf16 + static_cast<int64_t>(r0 + r) * K;
+  // Loader maps (kBK = 64: a row of a tile is 8 chunks of 16 bytes). B and bf16 A: thread ->
+  // chunk column tid % 8 of rows tid / 8 + 32 i. fp32 A: 4 floats at column (tid % 16) * 4 of
+  // rows tid / 16 + 16 i.
+  const int bc = (tid & 7) * 8, ac = (tid & 15) * 4;
+  const float* a_src[4] = {nullptr, nullptr, nullptr, nullptr};
+  const uint16_t* ab_src[2] = {nullptr, nullptr};
+  if constexpr (kUp) {
+    for (int i = 0; i < 4; ++i) {
+      const int r = (tid >> 4) + 16 * i;
+      if (r < rows) a_src[i] = g.x_f32 + static_cast<int64_t>(g.row_token[r0 + r]) * K;
+    }
   } else {
     for (int i = 0; i < 2; ++i) {
       const int r = (tid >> 3) + 32 * i;
-      if (r < rows) a_src[i] = g.x_f32 + static_cast<int64_t>(g.row_token[r0 + r]) * K;
+      if (r < rows) ab_src[i] = g.x_bf16 + static_cast<int64_t>(r0 + r) * K;
     }
   }
-  const uint16_t* b_src[2];
-  bool b_ok[2];
-  for (int i = 0; i < 2; ++i) {
-    const int br = (tid >> 2) + 64 * i;
-    int64_t n;
-    const uint16_t* base;
-    if (kUp) {
-      n = n0 + (br & 63);
-      base = br < 64 ? w1 : w3;
-    } else {
-      n = n0 + br;
-      base = w1;
-    }
+  const uint16_t* b_src[4];
+  bool b_ok[4];
+  for (int i = 0; i < 4; ++i) {
+    const int br = (tid >> 3) + 32 * i;
+    const int64_t n = kUp ? n0 + (br & 63) : n0 + br;
+    const uint16_t* base = kUp && br >= 64 ? w3 : w1;
     b_ok[i] = n < g.N;
     b_src[i] = base + (b_ok[i] ? n : 0) * K;
   }
 
-  auto load_b = [&](int kt, int buf) {
-    const int64_t k = static_cast<int64_t>(kt) * kBK + (tid & 3) * 8;
-    for (int i = 0; i < 2; ++i) {
-      const int br = (tid >> 2) + 64 * i;
-      cp_async16(Bs + (buf * kBN + br) * kLd + (tid & 3) * 8, b_src[i] + (k < K ? k : 0),
-                 b_ok[i] && k < K);
-    }
-    if (!kUp) {
-      cp_async16(As + (buf * kBM + (tid >> 2)) * kLd + (tid & 3) * 8,
-                 ab_src ? ab_src + (k < K ? k : 0) : g.x_bf16, ab_src != nullptr && k < K);
+  auto load_b = [&](int kt, int buf) {  // weights (and bf16 A) by cp.async
+    const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
+    const bool kin = k < K;
+    for (int i = 0; i < 4; ++i)
+      cp_async16(Bs + (buf * kBN + (tid >> 3) + 32 * i) * kLd + bc, b_src[i] + (kin ? k : 0),
+                 b_ok[i] && kin);
+    if constexpr (!kUp) {
+      for (int i = 0; i < 2; ++i)
+        cp_async16(As + (buf * kBM + (tid >> 3) + 32 * i) * kLd + bc,
+                   ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
     }
     cp_async_commit();
   };
-  float4 a_reg[2];
+  float4 a_reg[4];
   auto load_a = [&](int kt) {  // up only: fp32 rows gathered into registers
-    const int64_t k = static_cast<int64_t>(kt) * kBK + (tid & 7) * 4;
-    for (int i = 0; i < 2; ++i)
+    const int64_t k = static_cast<int64_t>(kt) * kBK + ac;
+    for (int i = 0; i < 4; ++i)
       a_reg[i] = a_src[i] && k < K ? __ldg(reinterpret_cast<const float4*>(a_src[i] + k))
                                    : make_float4(0.f, 0.f, 0.f, 0.f);
   };
   auto store_a = [&](int buf) {  // up only: registers -> bf16 tile
-    for (int i = 0; i < 2; ++i) {
-      const int r = (tid >> 3) + 32 * i;
+    for (int i = 0; i < 4; ++i) {
       uint2 v;
       v.x = pack_bf16(a_reg[i].x, a_reg[i].y);
       v.y = pack_bf16(a_reg[i].z, a_reg[i].w);
-      *reinterpret_cast<uint2*>(As + (buf * kBM + r) * kLd + (tid & 7) * 4) = v;
+      *reinterpret_cast<uint2*>(As + (buf * kBM + (tid >> 4) + 16 * i) * kLd + ac) = v;
     }
   };
 

@@ -101,8 +101,8 @@ __global__ void route_kernel(const float* logits, int64_t E, int func, const flo
 // One block: counting sort of the R (token, slot) pairs by expert. Placement within an expert
 // uses atomics (any order): every consumer computes a row independently of its neighbours.
 __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
-                                int32_t* active, int32_t* num_active, int32_t* row_token,
-                                int32_t* where, int32_t* tiles, int32_t* num_tiles, int32_t* err) {
+                                int32_t* row_token, int32_t* where, int32_t* tiles,
+                                int32_t* num_tiles, int32_t* err) {
   extern __shared__ int32_t plan_smem[];  // count [E], cursor [E]
   int32_t* count = plan_smem;
   int32_t* cursor = plan_smem + E;
@@ -117,25 +117,19 @@ __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E,
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    int32_t run = 0, na = 0;
+    int32_t run = 0, nt = 0;
     for (int64_t e = 0; e < E; ++e) {
       offsets[e] = run;
       cursor[e] = run;
-      if (count[e] > 0) active[na++] = static_cast<int32_t>(e);
+      for (int32_t r = run; r < run + count[e]; r += kMoeTileRows) {
+        tiles[2 * nt] = static_cast<int32_t>(e);
+        tiles[2 * nt + 1] = r;
+        ++nt;
+      }
       run += count[e];
     }
     offsets[E] = run;
-    *num_active = na;
-    if (tiles) {
-      int32_t nt = 0;
-      for (int64_t e = 0; e < E; ++e)
-        for (int32_t r = offsets[e]; r < offsets[e] + count[e]; r += kMoeTileRows) {
-          tiles[2 * nt] = static_cast<int32_t>(e);
-          tiles[2 * nt + 1] = r;
-          ++nt;
-        }
-      *num_tiles = nt;
-    }
+    *num_tiles = nt;
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < R; i += blockDim.x) {
@@ -182,12 +176,11 @@ cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, co
 }
 
 cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
-                            int32_t* active, int32_t* num_active, int32_t* row_token,
-                            int32_t* where, int32_t* tiles, int32_t* num_tiles, int32_t* err,
-                            cudaStream_t stream) {
+                            int32_t* row_token, int32_t* where, int32_t* tiles,
+                            int32_t* num_tiles, int32_t* err, cudaStream_t stream) {
   if (E <= 0 || E > kMaxPlanExperts || k <= 0) return cudaErrorInvalidValue;
   moe_plan_kernel<<<1, 1024, static_cast<size_t>(2 * E) * sizeof(int32_t), stream>>>(
-      idx, R, k, E, offsets, active, num_active, row_token, where, tiles, num_tiles, err);
+      idx, R, k, E, offsets, row_token, where, tiles, num_tiles, err);
   return cudaGetLastError();
 }
 
