@@ -98,8 +98,7 @@ Tensor RandomWeightSource::ints(const std::string& name, const std::vector<int64
 }
 
 std::vector<Tensor> RandomWeightSource::matrix_blocks(Backend& backend, const std::string& name,
-                                                      int64_t rows, int64_t cols, int parts,
-                                                      DType dtype) const {
+                                                      int64_t rows, int64_t cols, int parts) const {
   check(name, {rows, cols});
   DI_CHECK(parts >= 1 && rows % parts == 0, ErrorCode::kInvalidArgument,
            "random weights: '{}' [{}, {}] does not split into {} row blocks", name, rows, cols,
@@ -108,7 +107,7 @@ std::vector<Tensor> RandomWeightSource::matrix_blocks(Backend& backend, const st
   uniform_range(name, {rows, cols}, &lo, &hi);
   std::vector<Tensor> out;
   for (int p = 0; p < parts; ++p) {
-    Tensor t = backend.empty({rows / parts, cols}, dtype);
+    Tensor t = backend.empty({rows / parts, cols}, backend.weight_dtype());
     backend.fill_random(t, tensor_seed(name, p), lo, hi);
     out.push_back(std::move(t));
   }

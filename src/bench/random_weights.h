@@ -34,7 +34,7 @@ class RandomWeightSource final : public deepseek_v4::WeightSource {
   Tensor param(const std::string& name, const std::vector<int64_t>& shape) const override;
   Tensor ints(const std::string& name, const std::vector<int64_t>& shape) const override;
   std::vector<Tensor> matrix_blocks(Backend& backend, const std::string& name, int64_t rows,
-                                    int64_t cols, int parts, DType dtype) const override;
+                                    int64_t cols, int parts) const override;
   Tensor experts(Backend& backend, int layer, const std::string& leaf, int64_t E, int64_t rows,
                  int64_t cols) const override;
 

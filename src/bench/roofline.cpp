@@ -81,11 +81,11 @@ StepCost step_cost(const ModelConfig& c, std::span<const SeqStep> seqs, const Ro
     }
     if (csa) {
       const double idx = indexer_matrix_params(c);
-      r.indexer_bytes += (idx + m * 2 * di + di) * dt.param;  // fp32: a decision matrix
+      r.indexer_bytes += idx * dt.weight + (m * 2 * di + di) * dt.param;
       r.dense_flops += 2 * Tf * idx;
     }
 
-    r.router_bytes += E * D * dt.param;  // the gate is kept in fp32 (model/deepseek_v4/weights.h)
+    r.router_bytes += E * D * dt.weight;
     r.router_bytes += c.mlp_layer_types[l] == MlpType::kHashMoe ? Tf * k * 4 : E * dt.param;
     r.dense_flops += 2 * Tf * E * D;
     r.shared_expert_bytes += 3 * I * D * dt.weight;

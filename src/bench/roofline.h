@@ -33,8 +33,7 @@ namespace deepinfer::bench {
 // Bytes per element of what the step moves, on the backend that runs it.
 struct RooflineDtypes {
   double weight = 4;  // large matrices (embedding, head, projections, experts): 4 fp32, 2 bf16
-  double param = 4;   // small parameters (norms, mHC, sinks, ape, biases) and the decision
-                      // matrices (router gate, indexer): fp32 everywhere
+  double param = 4;   // small parameters (norms, mHC, sinks, ape, biases): fp32 everywhere
   double state = 4;   // per-sequence state (K=V rows, entries, compressor rows)
 };
 

@@ -249,7 +249,7 @@ TEST_F(RandomWeights, RejectsShapesTheConfigDoesNotHave) {
   EXPECT_FALSE(src.has("layers.1.ffn.gate.bias"));  // a hash layer
   EXPECT_THROW(src.param("norm.weight", {config.hidden_size + 1}), Error);
   EXPECT_THROW(src.param("layers.9.attn_norm.weight", {config.hidden_size}), Error);
-  EXPECT_THROW(src.matrix_blocks(*backend, "embed.weight", 3, 4, 1, DType::kF32), Error);
+  EXPECT_THROW(src.matrix_blocks(*backend, "embed.weight", 3, 4, 1), Error);
   EXPECT_THROW(src.experts(*backend, 0, "w1", config.n_routed_experts + 1,
                            config.moe_intermediate_size, config.hidden_size),
                Error);

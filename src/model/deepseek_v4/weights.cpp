@@ -39,11 +39,11 @@ std::vector<int64_t> shape_of(const Tensor& t) {
   return s;
 }
 
-// An fp32 host matrix converted to `dtype` (F32 or BF16) and placed on the backend's device.
-Tensor place_matrix(Backend& backend, Tensor host, DType dtype) {
-  if (dtype == DType::kF32) return place(backend, std::move(host));
-  DI_CHECK(dtype == DType::kBF16, ErrorCode::kUnsupported, "weight dtype {} is not supported",
-           dtype_name(dtype));
+// An fp32 host matrix converted to the backend's weight dtype and placed on its device.
+Tensor place_matrix(Backend& backend, Tensor host) {
+  if (backend.weight_dtype() == DType::kF32) return place(backend, std::move(host));
+  DI_CHECK(backend.weight_dtype() == DType::kBF16, ErrorCode::kUnsupported,
+           "weight dtype {} is not supported", dtype_name(backend.weight_dtype()));
   Tensor bf = Tensor::empty(shape_of(host).data(), host.ndim(), DType::kBF16);
   const float* src = host.data_as<float>();
   uint16_t* dst = bf.data_as<uint16_t>();
@@ -80,13 +80,13 @@ class StoreSource final : public WeightSource {
     return store_.get_i32(name, shape);
   }
   std::vector<Tensor> matrix_blocks(Backend& backend, const std::string& name, int64_t rows,
-                                    int64_t cols, int parts, DType dtype) const override {
+                                    int64_t cols, int parts) const override {
     Tensor full = store_.get_f32(name, std::vector<int64_t>{rows, cols});
-    if (parts == 1) return {place_matrix(backend, std::move(full), dtype)};
+    if (parts == 1) return {place_matrix(backend, std::move(full))};
     std::vector<Tensor> out;
     const int64_t per = rows / parts;
     for (int p = 0; p < parts; ++p)
-      out.push_back(place_matrix(backend, host_rows(full, p * per, per), dtype));
+      out.push_back(place_matrix(backend, host_rows(full, p * per, per)));
     return out;
   }
   Tensor experts(Backend& backend, int layer, const std::string& leaf, int64_t E, int64_t rows,
@@ -98,7 +98,7 @@ class StoreSource final : public WeightSource {
                                 std::vector<int64_t>{rows, cols});
       std::memcpy(out.data_as<float>() + e * per, t.data_as<float>(), per * sizeof(float));
     }
-    return place_matrix(backend, std::move(out), backend.weight_dtype());
+    return place_matrix(backend, std::move(out));
   }
 
  private:
@@ -115,14 +115,7 @@ class Loader {
   }
   // Weight matrices: the backend's weight dtype.
   Tensor matrix(const std::string& name, int64_t rows, int64_t cols) {
-    return matrix_as(name, rows, cols, backend_.weight_dtype());
-  }
-  // Matrices whose outputs feed routing / top-k choices: fp32 (see load_weights).
-  Tensor decision_matrix(const std::string& name, int64_t rows, int64_t cols) {
-    return matrix_as(name, rows, cols, DType::kF32);
-  }
-  Tensor matrix_as(const std::string& name, int64_t rows, int64_t cols, DType dtype) {
-    return std::move(src_.matrix_blocks(backend_, name, rows, cols, 1, dtype).at(0));
+    return std::move(src_.matrix_blocks(backend_, name, rows, cols, 1).at(0));
   }
   Tensor i32(const std::string& name, std::initializer_list<int64_t> shape) {
     return place(backend_, src_.ints(name, shape));
@@ -137,14 +130,14 @@ class Loader {
 
 // CSA projections are 2d wide (series a = first d outputs, b = the rest); HCA's are d wide.
 CompressorWeights load_compressor(Loader& ld, const std::string& prefix, int D, int d, int m,
-                                  bool two_series, DType dtype) {
+                                  bool two_series) {
   CompressorWeights c;
   const int width = two_series ? 2 * d : d;
   const int parts = two_series ? 2 : 1;
   std::vector<Tensor> wkv =
-      ld.source().matrix_blocks(ld.backend(), prefix + ".wkv.weight", width, D, parts, dtype);
+      ld.source().matrix_blocks(ld.backend(), prefix + ".wkv.weight", width, D, parts);
   std::vector<Tensor> wgate =
-      ld.source().matrix_blocks(ld.backend(), prefix + ".wgate.weight", width, D, parts, dtype);
+      ld.source().matrix_blocks(ld.backend(), prefix + ".wgate.weight", width, D, parts);
   Tensor ape = ld.source().param(prefix + ".ape", {m, width});
   c.wkv_a = wkv.at(0);
   c.wgate_a = wgate.at(0);
@@ -202,21 +195,20 @@ ModelWeights load_weights(const ModelConfig& c, const WeightSource& source, Back
       const bool csa = type == AttnType::kCSA;
       const int m = c.compress_rate(l);
       A.has_compressor = true;
-      A.compressor = load_compressor(ld, a + ".compressor", D, hd, m, csa, backend.weight_dtype());
+      A.compressor = load_compressor(ld, a + ".compressor", D, hd, m, csa);
       if (csa) {
         A.has_indexer = true;
         const int nh = c.index_n_heads, di = c.index_head_dim;
-        A.indexer.compressor =
-            load_compressor(ld, a + ".indexer.compressor", D, di, m, true, DType::kF32);
-        A.indexer.wq_b = ld.decision_matrix(a + ".indexer.wq_b.weight", nh * di, c.q_lora_rank);
-        A.indexer.weights_proj = ld.decision_matrix(a + ".indexer.weights_proj.weight", nh, D);
+        A.indexer.compressor = load_compressor(ld, a + ".indexer.compressor", D, di, m, true);
+        A.indexer.wq_b = ld.matrix(a + ".indexer.wq_b.weight", nh * di, c.q_lora_rank);
+        A.indexer.weights_proj = ld.matrix(a + ".indexer.weights_proj.weight", nh, D);
       }
     }
 
     MoeWeights& M = L.moe;
     const std::string f = p + ".ffn";
     const int E = c.n_routed_experts, I = c.moe_intermediate_size, k = c.num_experts_per_tok;
-    M.gate = ld.decision_matrix(f + ".gate.weight", E, D);
+    M.gate = ld.matrix(f + ".gate.weight", E, D);
     if (c.mlp_layer_types[l] == MlpType::kHashMoe) {
       M.tid2eid = ld.i32(f + ".gate.tid2eid", {V, k});
     } else if (source.has(f + ".gate.bias")) {

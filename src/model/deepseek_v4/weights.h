@@ -79,10 +79,9 @@ class WeightSource {
   // An integer tensor (tid2eid) as int32 on the host.
   virtual Tensor ints(const std::string& name, const std::vector<int64_t>& shape) const = 0;
   // Matrix `name` [rows, cols] cut into `parts` equal row blocks, each on the backend's device
-  // in `dtype` (backend.weight_dtype(), or F32 for the projections that make routing and top-k
-  // decisions: see load_weights).
+  // in backend.weight_dtype().
   virtual std::vector<Tensor> matrix_blocks(Backend& backend, const std::string& name, int64_t rows,
-                                            int64_t cols, int parts, DType dtype) const = 0;
+                                            int64_t cols, int parts) const = 0;
   // The routed experts' matrices layers.<layer>.ffn.experts.<e>.<leaf>.weight ([rows, cols]
   // each) stacked into [E, rows, cols] on the device, in backend.weight_dtype().
   virtual Tensor experts(Backend& backend, int layer, const std::string& leaf, int64_t E,
@@ -90,11 +89,7 @@ class WeightSource {
 };
 
 // Takes every tensor the config needs from `source` and places it on the backend's device:
-// matrices in the backend's weight dtype, parameters in fp32, tid2eid in int32. The exceptions
-// are the matrices whose outputs feed a discrete choice — the router gate, the lightning
-// indexer's query/weight projections and its compressor — kept in fp32 everywhere: a bf16
-// rounding there flips near-tie expert / entry selections, and one flip moves the logits far
-// more than the rounding itself (they are small: under 1% of a layer's bytes).
+// matrices in the backend's weight dtype, parameters in fp32, tid2eid in int32.
 ModelWeights load_weights(const ModelConfig& config, const WeightSource& source, Backend& backend);
 // The same from a checkpoint: reads every tensor (shapes checked), converts it to fp32 on the
 // host (then to the weight dtype for matrices) and uploads it.

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue 6's benchmark set on one H200: V4-Flash layer shapes (hidden 4096, 64 heads of 512, 256
+# experts top-6, moe_intermediate 2048, the preset's CSA/HCA schedule) with weights generated on
+# the device (--random-weights) and the context set directly (--synthetic-context). 9 layers fit
+# with batch <= 128 at 64k context (fp32 state); batch 256 runs with 7. JSON goes to $RESULTS.
+# Usage: B=build-gpu/src/api/deepinfer RESULTS=/tmp/out bash bench/h200_full.sh
+set -uo pipefail
+B=${B:-build/src/api/deepinfer}
+RESULTS=${RESULTS:-bench/results}
+STEP_LIMIT=${STEP_LIMIT:-150}  # seconds per command
+mkdir -p "$RESULTS"
+P=(--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790)
+run() {
+  local name=$1
+  shift
+  echo "== $name: $*"
+  timeout "$STEP_LIMIT" "$B" bench "${P[@]}" "$@" --json-out "$RESULTS/h200_v4flash_$name.json" 2>&1 |
+    grep -vE "^  model|^peaks"
+  echo "== $name rc=${PIPESTATUS[0]}"
+}
+run 9l_ctx4k_decode --num-layers 9 --mode decode --synthetic-context --context-length 4096 \
+  --decode-num-requests 1,8,64,128 --warmup-steps 3 --num-steps 10
+run 9l_ctx64k_decode --num-layers 9 --mode decode --synthetic-context --context-length 65536 \
+  --decode-num-requests 1,8,64,128 --warmup-steps 3 --num-steps 10
+run 7l_decode256 --num-layers 7 --mode decode --synthetic-context --context-length 4096 \
+  --decode-num-requests 256 --warmup-steps 2 --num-steps 5
+run 9l_prefill4k --num-layers 9 --mode prefill --prefill-batch-size 4096 --warmup-steps 1 \
+  --num-steps 3
+run 9l_prefill4k_ctx60k --num-layers 9 --mode prefill --prefill-batch-size 4096 \
+  --synthetic-context --context-length 61440 --warmup-steps 1 --num-steps 2
