@@ -64,6 +64,7 @@ Engine::Engine(const EngineConfig& config) : config_(config) {
            "built yet");
   int cuda_index = -1;
   backend_ = make_backend(config_.device, &cuda_index);
+  sampler_ = make_step_sampler(*backend_);
   model_ = deepseek_v4::Model::load(config_.model, *backend_);
   const ModelConfig& mc = model_->config();
 
@@ -224,12 +225,12 @@ std::vector<RequestOutput> Engine::step() {
   Tensor logits;
   {
     ScopedCpuTimer t("forward");
-    logits = model_->forward_batch(items);
+    logits = sampler_->wants_device_logits() ? model_->forward_batch_on_device(items)
+                                             : model_->forward_batch(items);
   }
 
   // Row k of `logits` belongs to the k-th scheduled sequence that samples (its chunk ends its
   // prompt, or a decode); the sampler processes it in place.
-  const int64_t V = model_->config().vocab_size;
   std::vector<sampling::SampleRow> rows;
   std::vector<int64_t> row_of;
   {
@@ -254,22 +255,24 @@ std::vector<RequestOutput> Engine::step() {
 
   DI_ASSERT(logits.dim(0) == static_cast<int64_t>(rows.size()));
 
+  std::vector<StepSample> samples;
+  if (!rows.empty()) {
+    ScopedCpuTimer t("sample");
+    samples = sampler_->sample(logits, rows);
+  }
+
   std::vector<RequestOutput> outputs;
   ScopedCpuTimer t("output processing");
   for (size_t k = 0; k < rows.size(); ++k) {
     Request* r = reqs[row_of[k]];
     if (r->finished) continue;  // aborted while it ran
-    sampling::SampleResult res;
-    try {
-      std::span<float> row(logits.data_as<float>() + k * V, V);
-      res = sampling::sample_row(row, r->params, r->seed, rows[k].position, rows[k].context);
-    } catch (const Error& e) {
+    if (samples[k].error) {
       // A request whose logits cannot be sampled fails alone.
       finish(*r, "abort");
       outputs.push_back(r->out);
       continue;
     }
-    append_token(*r, res.token, SampleOutcome{std::move(res.logprobs)});
+    append_token(*r, samples[k].token, SampleOutcome{std::move(samples[k].logprobs)});
     outputs.push_back(r->out);
   }
   return outputs;

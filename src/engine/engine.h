@@ -3,6 +3,9 @@
 //
 //   step():  schedule -> prepare inputs -> batched forward -> sample -> output processing
 //
+// On a GPU the forward only queues work and the sampler runs on the device too: the step's one
+// host wait is the download of its sampled tokens.
+//
 // A request's tokens depend only on its prompt, its SamplingParams and its seq_seed: sampling is
 // keyed by (seq_seed, position), every sequence's rows are computed independently of its batch
 // companions, and preemption recomputes exactly what was there.
@@ -20,6 +23,7 @@
 #include "deepinfer/sampling_params.h"
 #include "engine/prefill_vote.h"
 #include "engine/scheduler.h"
+#include "engine/step_sampler.h"
 #include "kv/state_memory.h"
 #include "model/deepseek_v4/model.h"
 #include "tokenizer/tokenizer.h"
@@ -65,6 +69,7 @@ class Engine {
   EngineConfig config_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<deepseek_v4::Model> model_;
+  std::unique_ptr<StepSampler> sampler_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<StateMemory> memory_;
   SingleRankVote vote_;

@@ -315,4 +315,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   return std::make_unique<cuda::CudaBackend>(device);
 }
 
+cudaStream_t cuda_stream(Backend& backend) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
+  return cuda ? cuda->context().stream() : nullptr;
+}
+
 }  // namespace deepinfer

@@ -3,6 +3,8 @@
 // everything else is fp32 / int32 on the device.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <memory>
 
 #include "backend/backend.h"
@@ -11,5 +13,9 @@ namespace deepinfer {
 
 // Throws deepinfer::Error when the device cannot be used (no driver, no GPU, bad index).
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+
+// The stream every op of a CUDA backend runs on (work queued there is ordered after the ops);
+// null when `backend` is not a CUDA backend.
+cudaStream_t cuda_stream(Backend& backend);
 
 }  // namespace deepinfer

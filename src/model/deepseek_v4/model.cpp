@@ -48,7 +48,7 @@ Tensor Model::forward(std::span<const int32_t> ids, SequenceState& state) {
   return forward_batch(std::span<const BatchItem>(&item, 1));
 }
 
-Tensor Model::forward_batch(std::span<const BatchItem> items) {
+Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
   Backend& b = backend_;
   const ModelConfig& c = config_;
   DI_CHECK(!items.empty(), ErrorCode::kInvalidArgument, "forward needs at least one sequence");
@@ -122,7 +122,7 @@ Tensor Model::forward_batch(std::span<const BatchItem> items) {
   Tensor logits_dev = b.empty({R, c.vocab_size});
   b.matmul(hn, weights_.head, logits_dev);
   sync_free.reset();
-  if (b.device() == Device::kCpu) return logits_dev;
+  if (b.device() == Device::kCpu || !logits_to_host) return logits_dev;
   Tensor logits = Tensor::empty({R, c.vocab_size});
   b.download(logits_dev, logits.view().data());
   return logits;

@@ -37,11 +37,16 @@ class Model {
   // over all rows at once; attention and compressors per sequence. Ids and states are validated
   // before any state is touched; if the forward itself fails, the states are unusable and must
   // be dropped.
-  Tensor forward_batch(std::span<const BatchItem> items);
+  Tensor forward_batch(std::span<const BatchItem> items) { return run(items, true); }
+  // The same with the logits left on the backend's device ([rows, vocab]), for a sampler that
+  // runs there; nothing in the call waits for the device.
+  Tensor forward_batch_on_device(std::span<const BatchItem> items) { return run(items, false); }
   // One sequence, logits for every fed token: [ids.size(), vocab].
   Tensor forward(std::span<const int32_t> ids, SequenceState& state);
 
  private:
+  Tensor run(std::span<const BatchItem> items, bool logits_to_host);
+
   ModelConfig config_;
   ModelWeights weights_;
   Backend& backend_;
