@@ -168,10 +168,22 @@ void CudaBackend::indexer_scores(const TensorView& q, const TensorView& k, const
   expect(op, "visible", visible, DType::kI32, {M});
   expect(op, "scores", scores, DType::kF32, {M, E});
   if (M == 0 || E == 0) return;
-  check(launch_indexer_scores(q.data_as<float>(), M, nh, d, k.data_as<float>(), E,
-                              w.data_as<float>(), scale, visible.data_as<int32_t>(),
-                              scores.data_as<float>(), ctx_->error_word(), ctx_->stream()),
+  // The per-head products q[m, h] . k[e] are one GEMM, dots [M * nh, E] = q [M * nh, d] k^T, in
+  // fp32 (no TF32: the top-k after this is a discrete choice); queries go in chunks that keep
+  // the buffer near 256 MiB. A kernel then weights, rectifies and sums over the heads.
+  const int64_t per_query = nh * E * static_cast<int64_t>(sizeof(float));
+  const int64_t chunk = std::clamp<int64_t>((int64_t{256} << 20) / per_query, 1, M);
+  std::shared_ptr<void> dots = scratch(static_cast<size_t>(chunk * per_query));
+  for (int64_t c0 = 0; c0 < M; c0 += chunk) {
+    const int64_t mc = std::min(chunk, M - c0);
+    gemm(op, DType::kF32, q.data_as<float>() + c0 * nh * d, d, 0, k.data_as<float>(), d, 0,
+         static_cast<float*>(dots.get()), E, 0, mc * nh, E, d, 1, 0.f);
+    check(
+        launch_indexer_reduce(static_cast<const float*>(dots.get()), mc, nh, E,
+                              w.data_as<float>() + c0 * nh, scale, visible.data_as<int32_t>() + c0,
+                              scores.data_as<float>() + c0 * E, ctx_->error_word(), ctx_->stream()),
         op);
+  }
 }
 
 void CudaBackend::topk(const TensorView& scores, int k, const TensorView& idx) {

@@ -79,8 +79,10 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                              const int32_t* list, const int32_t* count, int64_t K,
                              const int32_t* visible, const float* sinks, float scale, int splits,
                              float* workspace, float* out, int32_t* err, cudaStream_t stream);
-cudaError_t launch_indexer_scores(const float* q, int64_t M, int64_t nh, int64_t d, const float* k,
-                                  int64_t E, const float* w, float scale, const int32_t* visible,
+// scores[m, e] = scale * sum_h w[m, h] * relu(dots[m, h, e]) for e < visible[m], else -inf.
+// dots [M, nh, E] are the per-head q . k products (a GEMM).
+cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,
+                                  const float* w, float scale, const int32_t* visible,
                                   float* scores, int32_t* err, cudaStream_t stream);
 inline constexpr int kMaxTopk = 8192;
 cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_t* idx,
@@ -99,10 +101,10 @@ cudaError_t launch_gather_rows_bf16(const float* x, const int32_t* rows, int64_t
 cudaError_t launch_swiglu_pairs(const float* h, int64_t R, int64_t I, float limit,
                                 uint16_t* act_bf16, cudaStream_t stream);
 // Device-side sort of the R = M * k (token, slot) pairs of idx by expert: offsets [E + 1] (rows
-// of each expert), row_token [R] (token of each sorted row), where [R] (sorted row of pair i; -1 and an error
-// for an idx outside [0, E)) and the (expert, first row) pairs of the kMoeTileRows-row tiles of
-// every expert ([moe_max_tiles(R, E)][2], *num_tiles of them set).
-// One block: the sort is a small part of any MoE layer.
+// of each expert), row_token [R] (token of each sorted row), where [R] (sorted row of pair i; -1
+// and an error for an idx outside [0, E)) and the (expert, first row) pairs of the kMoeTileRows-row
+// tiles of every expert ([moe_max_tiles(R, E)][2], *num_tiles of them set). One block: the sort is
+// a small part of any MoE layer.
 inline constexpr int64_t kMaxPlanExperts = 8192;
 inline constexpr int32_t kMoeTileRows = 64;
 int64_t moe_max_tiles(int64_t R, int64_t E);

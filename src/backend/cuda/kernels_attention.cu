@@ -1,5 +1,5 @@
-// Attention-side kernels: window_pool, comp_idx deduplication, the lightning indexer's scores and
-// a radix-select top-k (the attention itself is in kernels_flash_attention.cu).
+// Attention-side kernels: window_pool, comp_idx deduplication, the lightning indexer's head sum
+// and a radix-select top-k (the attention itself is in kernels_flash_attention.cu).
 #include <mutex>
 
 #include "backend/cuda/kernels.h"
@@ -78,37 +78,28 @@ __global__ void dedup_kernel(const int32_t* idx, int64_t K, int64_t E, bool stag
   if (threadIdx.x == 0) count[m] = base;
 }
 
-// One warp per (query m, entry e): sum over heads of w[m, h] * relu(q[m, h] . k[e]), scaled;
-// entries past visible[m] get -inf.
-__global__ void indexer_kernel(const float* q, int64_t M, int64_t nh, int64_t d, const float* k,
-                               int64_t E, const float* w, float scale, const int32_t* visible,
-                               float* scores, int32_t* err) {
-  const int lane = threadIdx.x & 31;
-  const int64_t per_block = blockDim.x >> 5;
-  const int64_t eblocks = (E + per_block - 1) / per_block;
-  const int64_t m = blockIdx.x / eblocks;
-  const int64_t e = (blockIdx.x % eblocks) * per_block + (threadIdx.x >> 5);
-  if (m >= M || e >= E) return;
-  int64_t vis = visible[m];
-  if (vis < 0 || vis > E) {
-    if (lane == 0 && e == 0) flag_error(err, kErrIndexerVisible);
-    vis = vis < 0 ? 0 : E;
+// One thread per (query m, entry e): the weighted sum over heads of the rectified per-head dot
+// products dots[m, h, e] (heads in order); entries past visible[m] get -inf.
+__global__ void indexer_reduce_kernel(const float* dots, int64_t M, int64_t nh, int64_t E,
+                                      const float* w, float scale, const int32_t* visible,
+                                      float* scores, int32_t* err) {
+  const int64_t total = M * E;
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
+       t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t m = t / E, e = t % E;
+    int64_t vis = visible[m];
+    if (vis < 0 || vis > E) {
+      if (e == 0) flag_error(err, kErrIndexerVisible);
+      vis = vis < 0 ? 0 : E;
+    }
+    if (e >= vis) {
+      scores[t] = neg_inf();
+      continue;
+    }
+    float sum = 0.f;
+    for (int64_t h = 0; h < nh; ++h) sum += w[m * nh + h] * fmaxf(dots[(m * nh + h) * E + e], 0.f);
+    scores[t] = sum * scale;
   }
-  float* s = scores + m * E + e;
-  if (e >= vis) {
-    if (lane == 0) *s = neg_inf();
-    return;
-  }
-  const float* ke = k + e * d;
-  float total = 0.f;
-  for (int64_t h = 0; h < nh; ++h) {
-    const float* qh = q + (m * nh + h) * d;
-    float dot = 0.f;
-    for (int64_t i = lane; i < d; i += 32) dot += qh[i] * ke[i];
-    dot = warp_sum(dot);
-    total += w[m * nh + h] * fmaxf(dot, 0.f);
-  }
-  if (lane == 0) *s = total * scale;
 }
 
 constexpr int kTopkThreads = 512;
@@ -140,17 +131,35 @@ __global__ void __launch_bounds__(kTopkThreads)
         if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
       }
       __syncthreads();
-      if (threadIdx.x == 0) {
-        unsigned cum = 0;
-        for (int b = 255; b >= 0; --b) {
-          if (cum + hist[b] >= static_cast<unsigned>(s_need)) {
-            s_prefix |= static_cast<unsigned long long>(b) << shift;
-            s_need -= static_cast<int>(cum);
-            break;
-          }
-          cum += hist[b];
+      // Warp 0 finds the bin holding the s_need-th largest key: each lane sums 8 bins (from
+      // the top), a prefix over lanes locates the lane, that lane walks its 8 bins.
+      if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        unsigned c[8], lsum = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          c[i] = hist[255 - lane * 8 - i];
+          lsum += c[i];
         }
-        s_mask |= 255ull << shift;
+        unsigned incl = lsum;
+        for (int o = 1; o < 32; o <<= 1) {
+          const unsigned v = __shfl_up_sync(0xffffffffu, incl, o);
+          if (lane >= o) incl += v;
+        }
+        const unsigned excl = incl - lsum, need = static_cast<unsigned>(s_need);
+        const unsigned here = __ballot_sync(0xffffffffu, excl < need && incl >= need);
+        if (lane == __ffs(here) - 1) {
+          unsigned cum = excl;
+          for (int i = 0; i < 8; ++i) {
+            if (cum + c[i] >= need) {
+              s_prefix |= static_cast<unsigned long long>(255 - lane * 8 - i) << shift;
+              s_need -= static_cast<int>(cum);
+              break;
+            }
+            cum += c[i];
+          }
+        }
+        if (lane == 0) s_mask |= 255ull << shift;
       }
       __syncthreads();
     }
@@ -203,15 +212,14 @@ cudaError_t launch_dedup_idx(const int32_t* comp_idx, int64_t M, int64_t K, int6
   return cudaGetLastError();
 }
 
-cudaError_t launch_indexer_scores(const float* q, int64_t M, int64_t nh, int64_t d, const float* k,
-                                  int64_t E, const float* w, float scale, const int32_t* visible,
+cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,
+                                  const float* w, float scale, const int32_t* visible,
                                   float* scores, int32_t* err, cudaStream_t stream) {
-  if (M <= 0 || E <= 0) return cudaSuccess;
-  constexpr int kWarps = 8;
-  const int64_t blocks = M * ((E + kWarps - 1) / kWarps);
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  indexer_kernel<<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
-      q, M, nh, d, k, E, w, scale, visible, scores, err);
+  const int64_t total = M * E;
+  if (total <= 0) return cudaSuccess;
+  const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
+  indexer_reduce_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(
+      dots, M, nh, E, w, scale, visible, scores, err);
   return cudaGetLastError();
 }
 
