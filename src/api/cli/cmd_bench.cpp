@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/cli/command.h"
+#include "api/cli/parse.h"
 #include "bench/machine.h"
 #include "bench/random_checkpoint.h"
 #include "bench/random_weights.h"
@@ -45,14 +46,6 @@ struct BenchArgs {
   int num_layers = 0, num_experts = 0;
   uint64_t weight_seed = 0;
 };
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> items;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
 
 std::vector<int64_t> parse_counts(const std::string& text) {
   std::vector<int64_t> v;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "api/cli/command.h"
+#include "api/cli/parse.h"
 #include "bench/random_checkpoint.h"
 #include "bench/roofline.h"
 #include "core/status.h"
@@ -19,14 +20,6 @@ struct MakeRandomArgs {
   uint64_t seed = 0;
   double shard_gb = 3.0;
 };
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> items;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
 
 int run_make_random(const MakeRandomArgs& a) {
   bench::RandomCheckpointOptions o;

@@ -1,6 +1,7 @@
 #include "api/cli/parse.h"
 
 #include <charconv>
+#include <sstream>
 
 #include "core/status.h"
 
@@ -24,6 +25,14 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& f
   }
   DI_CHECK(!ids.empty(), ErrorCode::kInvalidArgument, "{} is empty", flag);
   return ids;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
 }
 
 }  // namespace deepinfer::cli

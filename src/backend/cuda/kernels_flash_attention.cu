@@ -12,6 +12,7 @@
 // keys are RMS-normed, well inside fp16's range (values saturate rather than overflow).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/mma_ptx.cuh"
 
 namespace deepinfer::cuda {
 
@@ -30,32 +31,6 @@ __device__ __forceinline__ __half to_half_sat(float v) {
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-// d += a (16x16, row) * b (16x8, col); fp16 in, fp32 accumulate.
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                          uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // The keys a query sees, in order: window rows lo .. lo+nw-1 of win, then its compressed entries
@@ -237,12 +212,12 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
         const int koff = (nt * 8 + mrow + (mat >> 1) * 8) * ld + d0 + (mat & 1) * 8;
         ldmatrix_x4(b, ks + koff);
         ldmatrix_x4(bl, ks + kChunk * ld + koff);
-        mma_16816(s[nt], a, b[0], b[1]);
-        mma_16816(s[nt], a, bl[0], bl[1]);
-        mma_16816(s[nt], al, b[0], b[1]);
-        mma_16816(s[nt + 1], a, b[2], b[3]);
-        mma_16816(s[nt + 1], a, bl[2], bl[3]);
-        mma_16816(s[nt + 1], al, b[2], b[3]);
+        mma_f16_16816(s[nt], a, b[0], b[1]);
+        mma_f16_16816(s[nt], a, bl[0], bl[1]);
+        mma_f16_16816(s[nt], al, b[0], b[1]);
+        mma_f16_16816(s[nt + 1], a, b[2], b[3]);
+        mma_f16_16816(s[nt + 1], a, bl[2], bl[3]);
+        mma_f16_16816(s[nt + 1], al, b[2], b[3]);
       }
     }
 #pragma unroll
@@ -312,12 +287,12 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
         const int voff = (kk * 16 + mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
         ldmatrix_x4_trans(b, ks + voff);
         ldmatrix_x4_trans(bl, ks + kChunk * ld + voff);
-        mma_16816(o[t], a, b[0], b[1]);
-        mma_16816(o[t], a, bl[0], bl[1]);
-        mma_16816(o[t], al, b[0], b[1]);
-        mma_16816(o[t + 1], a, b[2], b[3]);
-        mma_16816(o[t + 1], a, bl[2], bl[3]);
-        mma_16816(o[t + 1], al, b[2], b[3]);
+        mma_f16_16816(o[t], a, b[0], b[1]);
+        mma_f16_16816(o[t], a, bl[0], bl[1]);
+        mma_f16_16816(o[t], al, b[0], b[1]);
+        mma_f16_16816(o[t + 1], a, b[2], b[3]);
+        mma_f16_16816(o[t + 1], a, bl[2], bl[3]);
+        mma_f16_16816(o[t + 1], al, b[2], b[3]);
       }
     }
   }

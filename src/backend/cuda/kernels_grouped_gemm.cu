@@ -8,6 +8,7 @@
 // Weight tiles stream in with cp.async, double-buffered against the tensor-core work.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/mma_ptx.cuh"
 
 namespace deepinfer::cuda {
 
@@ -17,38 +18,6 @@ constexpr int kBM = 64, kBN = 128, kBK = 64;
 constexpr int kThreads = 256;  // 8 warps: 2 (rows) x 4 (columns) of 32 x 32
 constexpr int kLd = kBK + 8;   // bf16 row stride of the staged tiles (16-byte rows apart in banks)
 constexpr int kEpiLd = kBN + 4;
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::);
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return static_cast<uint32_t>(f32_to_bf16_bits(lo)) |
@@ -184,8 +153,8 @@ __global__ void __launch_bounds__(kThreads) grouped_gemm_kernel(GroupedArgs g) {
       for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          mma_bf16(acc[i][2 * j], a[i], b[j][0], b[j][1]);
-          mma_bf16(acc[i][2 * j + 1], a[i], b[j][2], b[j][3]);
+          mma_bf16_16816(acc[i][2 * j], a[i], b[j][0], b[j][1]);
+          mma_bf16_16816(acc[i][2 * j + 1], a[i], b[j][2], b[j][3]);
         }
     }
     if constexpr (kUp)
