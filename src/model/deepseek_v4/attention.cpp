@@ -28,20 +28,41 @@ Tensor window_keys(Backend& b, const TensorView& kv, int64_t window, LayerState&
   return win;
 }
 
-// Lightning indexer of one segment: picks, per query, the top-k compressed entries among those it
-// may see. x, qr: the segment's rows; positions: theirs.
-Tensor indexer_select(Backend& b, const ModelConfig& c, const IndexerWeights& w,
-                      const TensorView& x, const TensorView& qr, const TensorView& positions_dev,
-                      const int32_t* positions, const TensorView& inv_freq, int m,
-                      const CompressorState& ist) {
-  const int64_t S = x.dim(0), E = ist.entries.rows();
+// What a compressed layer computes for every row of the step at once (one GEMM each rather than
+// one per sequence): the compressor projections and, for CSA, the indexer's projections and
+// queries (RoPE applied).
+struct LayerRows {
+  CompressorRows comp;
+  CompressorRows indexer;
+  Tensor index_q;  // [T, nh, di]
+  Tensor index_w;  // [T, nh]
+};
+
+LayerRows project_layer_rows(Backend& b, const ModelConfig& c, const AttentionWeights& w, int layer,
+                             const TensorView& x, const TensorView& qr, const StepInputs& in,
+                             const TensorView& inv_freq) {
+  LayerRows r;
+  const int m = c.compress_rate(layer);
+  const bool csa = c.layer_types[layer] == AttnType::kCSA;
+  r.comp = compressor_project(b, w.compressor, m, c.head_dim, csa, x, in.positions);
+  if (!csa) return r;
+  const int64_t T = x.dim(0);
   const int nh = c.index_n_heads, di = c.index_head_dim;
-  Tensor q = b.empty({S, nh * di});
-  b.matmul(qr, w.wq_b, q);
-  const TensorView q3 = q.view().reshape({S, nh, di});
-  b.rope(q3, positions_dev, inv_freq, false);
-  Tensor hw = b.empty({S, nh});
-  b.matmul(x, w.weights_proj, hw);
+  r.indexer = compressor_project(b, w.indexer.compressor, m, di, true, x, in.positions);
+  r.index_q = b.empty({T, nh, di});
+  b.matmul(qr, w.indexer.wq_b, r.index_q.view().reshape({T, nh * di}));
+  b.rope(r.index_q, in.positions_dev, inv_freq, false);
+  r.index_w = b.empty({T, nh});
+  b.matmul(x, w.indexer.weights_proj, r.index_w);
+  return r;
+}
+
+// Lightning indexer of one segment: picks, per query, the top-k compressed entries among those it
+// may see. q3 [S, nh, di], hw [S, nh]: the segment's rows; positions: theirs.
+Tensor indexer_select(Backend& b, const ModelConfig& c, const TensorView& q3, const TensorView& hw,
+                      const int32_t* positions, int m, const CompressorState& ist) {
+  const int64_t S = q3.dim(0), E = ist.entries.rows();
+  const int nh = c.index_n_heads, di = c.index_head_dim;
   std::vector<int32_t> visible(S);
   for (int64_t s = 0; s < S; ++s) visible[s] = static_cast<int32_t>((positions[s] + 1) / m);
   Tensor scores = b.empty({S, E});
@@ -56,16 +77,14 @@ Tensor indexer_select(Backend& b, const ModelConfig& c, const IndexerWeights& w,
 // One segment's attention: ring update, compressors, indexer, attention with sinks, written
 // into its rows of `attn`.
 void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
-                    const TensorView& x, const TensorView& qr, const TensorView& q3,
-                    const TensorView& kv, const StepInputs& in, const Segment& seg,
-                    const TensorView& attn) {
+                    const TensorView& q3, const TensorView& kv, const LayerRows& rows,
+                    const StepInputs& in, const Segment& seg, const TensorView& attn) {
   const AttentionWeights& w = weights.layers[layer].attn;
   LayerState& st = seg.state->layers[layer];
   const int64_t r0 = seg.row0, r1 = seg.row0 + seg.count, S = seg.count;
   const int hd = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const AttnType type = c.layer_types[layer];
-  const TensorView xs = x.slice_rows(r0, r1);
   const int32_t* positions = in.positions.data() + r0;
   Tensor win = window_keys(b, kv.slice_rows(r0, r1), c.sliding_window, st);
 
@@ -74,20 +93,20 @@ void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weight
   if (w.has_compressor) {
     const int m = c.compress_rate(layer);
     const bool csa = type == AttnType::kCSA;
-    compressor_update(b, w.compressor, m, hd, csa, eps, xs, positions[0], weights.inv_freq_compress,
+    compressor_update(b, w.compressor, m, hd, csa, eps, rows.comp, r0, S, weights.inv_freq_compress,
                       st.comp);
     const int64_t E = st.comp.entries.rows();
     if (csa) {
-      compressor_update(b, w.indexer.compressor, m, c.index_head_dim, true, eps, xs, positions[0],
-                        weights.inv_freq_compress, st.indexer);
+      compressor_update(b, w.indexer.compressor, m, c.index_head_dim, true, eps, rows.indexer, r0,
+                        S, weights.inv_freq_compress, st.indexer);
       DI_ASSERT(st.indexer.entries.rows() == E);
     }
     if (E > 0) {
       comp_kv = st.comp.entries.view();
       if (csa) {
-        idx_holder = indexer_select(b, c, w.indexer, xs, qr.slice_rows(r0, r1),
-                                    in.positions_dev.view().slice_rows(r0, r1), positions,
-                                    weights.inv_freq_compress, m, st.indexer);
+        idx_holder =
+            indexer_select(b, c, rows.index_q.view().slice_rows(r0, r1),
+                           rows.index_w.view().slice_rows(r0, r1), positions, m, st.indexer);
         comp_idx = idx_holder.view();
       } else {
         std::vector<int32_t> visible(S);
@@ -134,8 +153,11 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   b.rope(kv.view().reshape({T, 1, hd}), in.positions_dev, inv_freq, false);
 
   Tensor attn = b.empty({T, H, hd});
+  LayerRows rows;
+  if (w.has_compressor)
+    rows = project_layer_rows(b, c, w, layer, x, qr, in, weights.inv_freq_compress);
   for (const Segment& seg : in.segments)
-    attend_segment(b, c, weights, layer, x, qr, q3, kv, in, seg, attn);
+    attend_segment(b, c, weights, layer, q3, kv, rows, in, seg, attn);
   // K = V carried RoPE into the output's rope dims: rotate back to the query's frame.
   b.rope(attn, in.positions_dev, inv_freq, true);
 

@@ -36,11 +36,21 @@ Tensor upload_i32(Backend& backend, const std::vector<int32_t>& values);
 Tensor attention_block(Backend& backend, const ModelConfig& config, const ModelWeights& weights,
                        int layer, const TensorView& x, const StepInputs& in);
 
-// Feeds one segment's rows x [S, D] (positions first_position ..) into a window compressor;
-// closed windows become entries in state.entries. d = entry width; csa = two overlapping series
-// (CSA and the indexer) rather than one (HCA).
+// A compressor's projections of every row of the step (all segments at once): per series the
+// key/value rows and the gate rows with the slot bias added (slot = position % m); series b only
+// for CSA (two overlapping series).
+struct CompressorRows {
+  Tensor kv_a, gate_a, kv_b, gate_b;  // [T, d]
+};
+CompressorRows compressor_project(Backend& backend, const CompressorWeights& w, int m, int d,
+                                  bool csa, const TensorView& x,
+                                  const std::vector<int32_t>& positions);
+
+// Feeds one segment's rows [r0, r0 + S) of `rows` into a window compressor's state: closed
+// windows become entries in state.entries, the rest waits in the pending buffers. d = entry
+// width; csa = two overlapping series (CSA and the indexer) rather than one (HCA).
 void compressor_update(Backend& backend, const CompressorWeights& w, int m, int d, bool csa,
-                       float norm_eps, const TensorView& x, int64_t first_position,
+                       float norm_eps, const CompressorRows& rows, int64_t r0, int64_t S,
                        const TensorView& inv_freq, CompressorState& state);
 
 // MoE sub-block: router (hash or top-k), routed experts and the shared expert.

@@ -7,26 +7,23 @@ namespace deepinfer::deepseek_v4 {
 
 namespace {
 
-// One series of a compressor: key/value and gate projections of the S new tokens, with the
-// position bias of each token's slot in its window added to the gate.
-struct Series {
-  Tensor kv, gate;  // [S, d]
-};
-
-Series project(Backend& b, const TensorView& x, const TensorView& wkv, const TensorView& wgate,
-               const TensorView& ape, const Tensor& slot_ids, int64_t d) {
-  const int64_t S = x.dim(0);
-  Series s{b.empty({S, d}), b.empty({S, d})};
-  b.matmul(x, wkv, s.kv);
-  b.matmul(x, wgate, s.gate);
-  Tensor bias = b.empty({S, d});
+// key/value and gate projections of one series for all rows, the position bias of each row's
+// slot in its window added to the gate.
+void project(Backend& b, const TensorView& x, const TensorView& wkv, const TensorView& wgate,
+             const TensorView& ape, const Tensor& slot_ids, int64_t d, Tensor& kv, Tensor& gate) {
+  const int64_t T = x.dim(0);
+  kv = b.empty({T, d});
+  gate = b.empty({T, d});
+  b.matmul(x, wkv, kv);
+  b.matmul(x, wgate, gate);
+  Tensor bias = b.empty({T, d});
   b.embedding(slot_ids, ape, bias);
-  b.add(s.gate, bias, s.gate);
-  return s;
+  b.add(gate, bias, gate);
 }
 
 // pending rows followed by the new rows: [pending + S, d].
-Tensor join(Backend& b, const Tensor& pending_rows, int pending, const Tensor& fresh, int64_t d) {
+Tensor join(Backend& b, const Tensor& pending_rows, int pending, const TensorView& fresh,
+            int64_t d) {
   const int64_t S = fresh.dim(0);
   Tensor out = b.empty({pending + S, d});
   if (pending > 0)
@@ -44,22 +41,39 @@ Tensor constant_rows(Backend& b, int64_t rows, int64_t d, float value) {
 
 }  // namespace
 
-void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
-                       float norm_eps, const TensorView& x, int64_t first_position,
-                       const TensorView& inv_freq, CompressorState& st) {
-  const int64_t S = x.dim(0);
-  std::vector<int32_t> slots(S);
-  for (int64_t s = 0; s < S; ++s) slots[s] = static_cast<int32_t>((first_position + s) % m);
+CompressorRows compressor_project(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
+                                  const TensorView& x, const std::vector<int32_t>& positions) {
+  std::vector<int32_t> slots(positions.size());
+  for (size_t t = 0; t < positions.size(); ++t) slots[t] = positions[t] % m;
   const Tensor slot_ids = upload_i32(b, slots);
+  CompressorRows r;
+  project(b, x, w.wkv_a, w.wgate_a, w.ape_a, slot_ids, d, r.kv_a, r.gate_a);
+  if (csa) project(b, x, w.wkv_b, w.wgate_b, w.ape_b, slot_ids, d, r.kv_b, r.gate_b);
+  return r;
+}
 
-  Series a = project(b, x, w.wkv_a, w.wgate_a, w.ape_a, slot_ids, d);
-  Tensor kv_a = join(b, st.pend_kv_a, st.pending, a.kv, d);
-  Tensor gate_a = join(b, st.pend_gate_a, st.pending, a.gate, d);
+void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
+                       float norm_eps, const CompressorRows& rows, int64_t r0, int64_t S,
+                       const TensorView& inv_freq, CompressorState& st) {
+  auto seg = [&](const Tensor& t) { return t.view().slice_rows(r0, r0 + S); };
+  if (st.pending + S < m) {
+    // No window closes (most decode steps): the new rows just join the pending ones.
+    const int64_t p0 = st.pending, p1 = st.pending + S;
+    b.copy(seg(rows.kv_a), st.pend_kv_a.view().slice_rows(p0, p1));
+    b.copy(seg(rows.gate_a), st.pend_gate_a.view().slice_rows(p0, p1));
+    if (csa) {
+      b.copy(seg(rows.kv_b), st.pend_kv_b.view().slice_rows(p0, p1));
+      b.copy(seg(rows.gate_b), st.pend_gate_b.view().slice_rows(p0, p1));
+    }
+    st.pending = static_cast<int>(p1);
+    return;
+  }
+  Tensor kv_a = join(b, st.pend_kv_a, st.pending, seg(rows.kv_a), d);
+  Tensor gate_a = join(b, st.pend_gate_a, st.pending, seg(rows.gate_a), d);
   Tensor kv_b, gate_b;
   if (csa) {
-    Series bs = project(b, x, w.wkv_b, w.wgate_b, w.ape_b, slot_ids, d);
-    kv_b = join(b, st.pend_kv_b, st.pending, bs.kv, d);
-    gate_b = join(b, st.pend_gate_b, st.pending, bs.gate, d);
+    kv_b = join(b, st.pend_kv_b, st.pending, seg(rows.kv_b), d);
+    gate_b = join(b, st.pend_gate_b, st.pending, seg(rows.gate_b), d);
   }
   const int64_t total = st.pending + S;
   const int64_t n_win = total / m;
