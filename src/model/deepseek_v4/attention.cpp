@@ -32,6 +32,7 @@ Tensor window_keys(Backend& b, const TensorView& kv, int64_t window, LayerState&
 // one per sequence): the compressor projections and, for CSA, the indexer's projections and
 // queries (RoPE applied).
 struct LayerRows {
+  Tensor visible;  // I32 [T]: compressed entries row t may see, (position + 1) / m
   CompressorRows comp;
   CompressorRows indexer;
   Tensor index_q;  // [T, nh, di]
@@ -44,6 +45,9 @@ LayerRows project_layer_rows(Backend& b, const ModelConfig& c, const AttentionWe
   LayerRows r;
   const int m = c.compress_rate(layer);
   const bool csa = c.layer_types[layer] == AttnType::kCSA;
+  std::vector<int32_t> visible(in.positions.size());
+  for (size_t t = 0; t < visible.size(); ++t) visible[t] = (in.positions[t] + 1) / m;
+  r.visible = upload_i32(b, visible);
   r.comp = compressor_project(b, w.compressor, m, c.head_dim, csa, x, in.positions);
   if (!csa) return r;
   const int64_t T = x.dim(0);
@@ -58,16 +62,14 @@ LayerRows project_layer_rows(Backend& b, const ModelConfig& c, const AttentionWe
 }
 
 // Lightning indexer of one segment: picks, per query, the top-k compressed entries among those it
-// may see. q3 [S, nh, di], hw [S, nh]: the segment's rows; positions: theirs.
+// may see. q3 [S, nh, di], hw [S, nh], visible [S]: the segment's rows.
 Tensor indexer_select(Backend& b, const ModelConfig& c, const TensorView& q3, const TensorView& hw,
-                      const int32_t* positions, int m, const CompressorState& ist) {
+                      const TensorView& visible, const CompressorState& ist) {
   const int64_t S = q3.dim(0), E = ist.entries.rows();
   const int nh = c.index_n_heads, di = c.index_head_dim;
-  std::vector<int32_t> visible(S);
-  for (int64_t s = 0; s < S; ++s) visible[s] = static_cast<int32_t>((positions[s] + 1) / m);
   Tensor scores = b.empty({S, E});
   const float scale = 1.0f / std::sqrt(static_cast<float>(di)) / std::sqrt(static_cast<float>(nh));
-  b.indexer_scores(q3, ist.entries.view(), hw, scale, upload_i32(b, visible), scores);
+  b.indexer_scores(q3, ist.entries.view(), hw, scale, visible, scores);
   const int k = static_cast<int>(std::min<int64_t>(c.index_topk, E));
   Tensor idx = b.empty({S, k}, DType::kI32);
   b.topk(scores, k, idx);
@@ -85,11 +87,10 @@ void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weight
   const int hd = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const AttnType type = c.layer_types[layer];
-  const int32_t* positions = in.positions.data() + r0;
   Tensor win = window_keys(b, kv.slice_rows(r0, r1), c.sliding_window, st);
 
   TensorView comp_kv, comp_idx, comp_visible;
-  Tensor idx_holder, visible_holder;
+  Tensor idx_holder;
   if (w.has_compressor) {
     const int m = c.compress_rate(layer);
     const bool csa = type == AttnType::kCSA;
@@ -102,18 +103,15 @@ void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weight
       DI_ASSERT(st.indexer.entries.rows() == E);
     }
     if (E > 0) {
+      // Every row sees at most the windows closed up to it: (position + 1) / m <= E.
+      const TensorView visible = rows.visible.view().slice_rows(r0, r1);
       comp_kv = st.comp.entries.view();
       if (csa) {
-        idx_holder =
-            indexer_select(b, c, rows.index_q.view().slice_rows(r0, r1),
-                           rows.index_w.view().slice_rows(r0, r1), positions, m, st.indexer);
+        idx_holder = indexer_select(b, c, rows.index_q.view().slice_rows(r0, r1),
+                                    rows.index_w.view().slice_rows(r0, r1), visible, st.indexer);
         comp_idx = idx_holder.view();
       } else {
-        std::vector<int32_t> visible(S);
-        for (int64_t s = 0; s < S; ++s)
-          visible[s] = static_cast<int32_t>(std::min<int64_t>((positions[s] + 1) / m, E));
-        visible_holder = upload_i32(b, visible);
-        comp_visible = visible_holder.view();
+        comp_visible = visible;
       }
     }
   }
