@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/status.h"
+#include "model/deepseek_v4/state.h"
 
 namespace deepinfer {
 
@@ -18,7 +19,7 @@ StateLayout StateLayout::for_model(const ModelConfig& c, int elem_bytes, int64_t
   DI_CHECK(s.page_tokens % lcm == 0, ErrorCode::kInvalidArgument,
            "state page of {} tokens is not a multiple of the compress rates (lcm {})",
            s.page_tokens, lcm);
-  const int64_t ring_rows = std::max(c.sliding_window - 1, 1);
+  const int64_t ring_rows = deepseek_v4::ring_capacity(c);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     s.slot_bytes += ring_rows * c.head_dim * elem_bytes;
     const AttnType t = c.layer_types[l];

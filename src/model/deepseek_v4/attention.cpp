@@ -14,17 +14,36 @@ Tensor upload_i32(Backend& b, const std::vector<int32_t>& values) {
 
 namespace {
 
-// Appends the new K=V rows after the ring's rows ([P + S, hd], positions in order) and keeps the
-// last W-1 of them in the ring for the next call.
-Tensor window_keys(Backend& b, const TensorView& kv, int64_t window, LayerState& st) {
-  const int64_t S = kv.dim(0), hd = kv.dim(1), P = st.ring_rows;
-  Tensor win = b.empty({P + S, hd});
-  if (P > 0) b.copy(st.ring.view().slice_rows(0, P), win.view().slice_rows(0, P));
-  b.copy(kv, win.view().slice_rows(P, P + S));
-  const int64_t keep = std::min<int64_t>(window - 1, P + S);
-  if (keep > 0)
-    b.copy(win.view().slice_rows(P + S - keep, P + S), st.ring.view().slice_rows(0, keep));
-  st.ring_rows = std::max<int64_t>(keep, 0);
+// The window keys of a segment: the ring's rows followed by the new K=V rows ([P + S, hd],
+// positions in order), after which the ring keeps the last W-1 of them. When the new rows fit
+// after the ring's rows in its buffer they are written there and the window is a view of the
+// buffer (one copy; the usual decode step); otherwise the kept rows move to the buffer's front
+// first, and a segment longer than the buffer gets a window tensor of its own (kept in holder).
+TensorView window_keys(Backend& b, const TensorView& kv, int64_t window, LayerState& st,
+                       Tensor& holder) {
+  const int64_t S = kv.dim(0), hd = kv.dim(1), cap = st.ring.dim(0);
+  const int64_t keep_max = std::max<int64_t>(window - 1, 0);
+  if (st.ring_begin + st.ring_rows + S > cap && st.ring_begin > 0 && st.ring_rows + S <= cap) {
+    if (st.ring_rows > 0) b.copy(st.ring_view(), st.ring.view().slice_rows(0, st.ring_rows));
+    st.ring_begin = 0;
+  }
+  if (st.ring_begin + st.ring_rows + S <= cap) {
+    const int64_t first = st.ring_begin, end = st.ring_begin + st.ring_rows;
+    b.copy(kv, st.ring.view().slice_rows(end, end + S));
+    const int64_t keep = std::min(keep_max, st.ring_rows + S);
+    st.ring_begin = end + S - keep;
+    st.ring_rows = keep;
+    return st.ring.view().slice_rows(first, end + S);
+  }
+  const int64_t P = st.ring_rows;
+  holder = b.empty({P + S, hd});
+  const TensorView win = holder.view();
+  if (P > 0) b.copy(st.ring_view(), win.slice_rows(0, P));
+  b.copy(kv, win.slice_rows(P, P + S));
+  const int64_t keep = std::min(keep_max, P + S);
+  if (keep > 0) b.copy(win.slice_rows(P + S - keep, P + S), st.ring.view().slice_rows(0, keep));
+  st.ring_begin = 0;
+  st.ring_rows = keep;
   return win;
 }
 
@@ -87,7 +106,8 @@ void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weight
   const int hd = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const AttnType type = c.layer_types[layer];
-  Tensor win = window_keys(b, kv.slice_rows(r0, r1), c.sliding_window, st);
+  Tensor win_holder;
+  const TensorView win = window_keys(b, kv.slice_rows(r0, r1), c.sliding_window, st, win_holder);
 
   TensorView comp_kv, comp_idx, comp_visible;
   Tensor idx_holder;

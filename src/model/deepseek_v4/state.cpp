@@ -64,12 +64,16 @@ int64_t compressor_bytes(const CompressorState& s) {
 
 }  // namespace
 
+int64_t ring_capacity(const ModelConfig& c) {
+  return 2 * std::max(c.sliding_window - 1, 1);
+}
+
 SequenceState SequenceState::create(const ModelConfig& c, Backend& b) {
   SequenceState st;
   st.layers.resize(c.num_hidden_layers);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     LayerState& L = st.layers[l];
-    L.ring = b.empty({std::max(c.sliding_window - 1, 1), c.head_dim});
+    L.ring = b.empty({ring_capacity(c), c.head_dim});
     const AttnType t = c.layer_types[l];
     if (t == AttnType::kSliding) continue;
     const int m = c.compress_rate(l);
@@ -140,6 +144,7 @@ void SequenceState::fill_synthetic(const ModelConfig& c, Backend& b, int64_t n, 
            c.num_hidden_layers, layers.size(), num_tokens);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     LayerState& L = layers[l];
+    L.ring_begin = 0;
     L.ring_rows = std::min<int64_t>(std::max(c.sliding_window - 1, 0), n);
     if (L.ring_rows > 0)
       fill_unit(b, L.ring.view().slice_rows(0, L.ring_rows), part_seed(seed, l, 0));

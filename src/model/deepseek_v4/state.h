@@ -45,9 +45,20 @@ struct CompressorState {
   RowStore entries;  // [E, d], RoPE applied at position w * m
 };
 
+// Rows of a layer's K=V ring buffer: twice the W-1 the window keeps, so a full window can take
+// W-1 more rows before it has to move.
+int64_t ring_capacity(const ModelConfig& config);
+
 struct LayerState {
-  Tensor ring;  // [max(W-1, 1), hd]: the last ring_rows K=V vectors in position order
+  // The last ring_rows K=V vectors in position order, rows [ring_begin, ring_begin + ring_rows)
+  // of a buffer of ring_capacity() rows: a decode token is written after them and the window is
+  // a view (no copies); the rows move back to the front only when the buffer's end is reached.
+  Tensor ring;  // [ring_capacity(config), hd]
+  int64_t ring_begin = 0;
   int64_t ring_rows = 0;
+  TensorView ring_view() const {
+    return ring.view().slice_rows(ring_begin, ring_begin + ring_rows);
+  }
   CompressorState comp;     // CSA / HCA
   CompressorState indexer;  // CSA only
 };
