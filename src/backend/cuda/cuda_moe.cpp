@@ -32,9 +32,9 @@ void CudaBackend::moe_experts(const TensorView& x, const TensorView& idx, const 
 
   if (M == 0 || k == 0 || D == 0) return;
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  const bool device_path = E <= kMaxPlanExperts && D % 8 == 0 && I % 8 == 0 &&
-                           aligned(x.data()) && aligned(experts.w1.data()) &&
-                           aligned(experts.w3.data()) && aligned(experts.w2.data());
+  const bool device_path = E <= kMaxPlanExperts && D % 8 == 0 && I % 8 == 0 && aligned(x.data()) &&
+                           aligned(experts.w1.data()) && aligned(experts.w3.data()) &&
+                           aligned(experts.w2.data());
   if (device_path)
     moe_experts_on_device(x, idx, weights, experts, limit, out);
   else
@@ -65,8 +65,8 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const auto* w2 = static_cast<const uint16_t*>(experts.w2.data());
   std::shared_ptr<void> act = scratch(static_cast<size_t>(R * I) * sizeof(uint16_t));
   auto* actp = static_cast<uint16_t*>(act.get());
-  check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles,
-                           w1, w3, I, D, limit, actp, ctx_->stream()),
+  check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles, w1,
+                           w3, I, D, limit, actp, ctx_->stream()),
         op);
   check(launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, w2, D, I,
                              static_cast<float*>(y.get()), ctx_->stream()),
@@ -80,7 +80,7 @@ void CudaBackend::moe_experts_host_plan(const TensorView& x, const TensorView& i
                                         const TensorView& weights, const ExpertWeights& experts,
                                         float limit, const TensorView& out) {
   const char* op = "moe_experts";
-  host_sync_point("moe_experts at prefill size (host-planned expert GEMMs)");
+  host_sync_point("moe_experts on a shape the device kernels refuse (host-planned GEMMs)");
   const int64_t M = x.dim(0), D = x.dim(1), k = idx.dim(1);
   const int64_t E = experts.w1.dim(0), I = experts.w1.dim(1);
   std::vector<int32_t> ip(static_cast<size_t>(M * k));

@@ -105,7 +105,7 @@ cudaError_t launch_swiglu_pairs(const float* h, int64_t R, int64_t I, float limi
 // and an error for an idx outside [0, E)) and the (expert, first row) pairs of the kMoeTileRows-row
 // tiles of every expert ([moe_max_tiles(R, E)][2], *num_tiles of them set). One block: the sort is
 // a small part of any MoE layer.
-inline constexpr int64_t kMaxPlanExperts = 8192;
+inline constexpr int64_t kMaxPlanExperts = 4096;  // 2 x 4 B each in shared memory
 inline constexpr int32_t kMoeTileRows = 64;
 int64_t moe_max_tiles(int64_t R, int64_t E);
 cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
