@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build everything the GPU needs, run the CUDA op/golden tests and
-# the engine tests on the GPU, generate with the bundled model on the GPU, and benchmark.
+# One call on the GPU machine: build everything the GPU needs, run the CUDA op/golden tests, the
+# fill and device-sampler tests and the engine tests on the GPU, generate with the bundled model
+# on the GPU, and benchmark (BENCH_CMDS, e.g. `B=build-gpu/src/api/deepinfer bash
+# bench/h200_full.sh`).
 # Logs go to $OUT. The GPU image lacks the PCRE2 / ICU development files the tokenizer links:
 # carry .devdeps/devdeps.tar.xz (headers + shared libraries extracted from Debian 12 packages,
 # made by tools/device/make_devdeps.sh) and it is unpacked into /tmp/devx.
@@ -25,13 +27,20 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_PYTHON=$(command -v python3) >"$OUT/configure.log" 2>&1 ||
   { say "configure FAILED"; tail -30 "$OUT/configure.log"; exit 1; }
-ninja -C build-gpu -j16 deepinfer cuda_tests engine_tests ${EXTRA_TARGETS:-} >"$OUT/build.log" 2>&1 ||
+ninja -C build-gpu -j16 deepinfer cuda_tests cuda_fill_tests sampling_cuda_tests engine_tests \
+  ${EXTRA_TARGETS:-} >"$OUT/build.log" 2>&1 ||
   { say "build FAILED"; grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 1; }
 say "built"
 
 DEEPINFER_SOURCE_DIR=$ROOT timeout 240 build-gpu/tests/cuda/cuda_tests --gtest_brief=1 >"$OUT/cuda_tests.log" 2>&1
 say "cuda_tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/cuda_tests.log" | head -3 | tr '\n' ' ')"
 grep '\[cuda-golden\]' "$OUT/cuda_tests.log" | sort -u | tee -a "$OUT/summary.txt"
+for t in tests/cuda/cuda_fill_tests tests/sampling_cuda/sampling_cuda_tests; do
+  name=$(basename "$t")
+  timeout 120 "build-gpu/$t" --gtest_brief=1 >"$OUT/$name.log" 2>&1
+  rc=$?
+  say "$name rc=$rc $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$name.log" | head -3 | tr '\n' ' ')"
+done
 DEEPINFER_TEST_DEVICE=cuda timeout 240 build-gpu/tests/engine/engine_tests --gtest_brief=1 >"$OUT/engine_tests_cuda.log" 2>&1
 say "engine_tests on cuda rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/engine_tests_cuda.log" | head -3 | tr '\n' ' ')"
 grep -E "Failure|Expected|Which" "$OUT/engine_tests_cuda.log" | head -20
