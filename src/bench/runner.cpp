@@ -56,6 +56,22 @@ void BenchRunner::fill_context(std::vector<SequenceState>& states, int64_t conte
   }
 }
 
+Tensor BenchRunner::timed_forward(std::span<const Model::BatchItem> items, double* issue_seconds,
+                                  double* seconds) {
+  Backend& b = model_.backend();
+  timer_->start();
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor logits = model_.forward_batch_on_device(items);
+  *issue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (b.device() != Device::kCpu && logits.numel() > 0) {
+    Tensor host = Tensor::empty({logits.dim(0), logits.dim(1)});
+    b.download(logits, host.view().data());
+    logits = std::move(host);
+  }
+  *seconds = timer_->stop();
+  return logits;
+}
+
 RunResult BenchRunner::run_prefill(int64_t prefill_tokens, int64_t num_seqs, int64_t context_length,
                                    int warmup_steps, int num_steps) {
   DI_CHECK(prefill_tokens > 0, ErrorCode::kInvalidArgument,
@@ -85,13 +101,13 @@ RunResult BenchRunner::run_prefill(int64_t prefill_tokens, int64_t num_seqs, int
       shape.push_back({context_length, n});
     }
     for (int64_t i = 0; i < num_seqs; ++i) items.push_back({ids[i], &states[i]});
-    timer_->start();
-    model_.forward_batch(items);
-    const double secs = timer_->stop();
+    double secs = 0, issue = 0;
+    timed_forward(items, &issue, &secs);
     if (s < warmup_steps) continue;
     StepRecord rec;
     rec.index = s - warmup_steps;
     rec.seconds = secs;
+    rec.issue_seconds = issue;
     rec.tokens = prefill_tokens;
     rec.num_seqs = num_seqs;
     rec.mean_context = static_cast<double>(context_length);
@@ -124,9 +140,8 @@ RunResult BenchRunner::run_decode(int64_t num_requests, int64_t context_length, 
     for (int64_t i = 0; i < num_requests; ++i)
       items.push_back({std::span<const int32_t>(&next[i], 1), &states[i]});
     const int64_t context = states[0].num_tokens;
-    timer_->start();
-    Tensor logits = model_.forward_batch(items);
-    const double secs = timer_->stop();
+    double secs = 0, issue = 0;
+    const Tensor logits = timed_forward(items, &issue, &secs);
     const float* l = logits.data_as<float>();
     for (int64_t i = 0; i < num_requests; ++i)
       next[i] = static_cast<int32_t>(std::max_element(l + i * V, l + (i + 1) * V) - (l + i * V));
@@ -134,6 +149,7 @@ RunResult BenchRunner::run_decode(int64_t num_requests, int64_t context_length, 
     StepRecord rec;
     rec.index = s - warmup_steps;
     rec.seconds = secs;
+    rec.issue_seconds = issue;
     rec.tokens = num_requests;
     rec.num_seqs = num_requests;
     rec.mean_context = static_cast<double>(context);
@@ -148,7 +164,7 @@ namespace {
 struct Totals {
   double seconds = 0, tokens = 0, bytes = 0, weight_bytes = 0, state_bytes = 0, flops = 0;
   double roofline = 0, experts = 0;
-  std::vector<double> step_seconds;
+  std::vector<double> step_seconds, issue_seconds;
 };
 
 Totals totals(const RunResult& r, const MachinePeaks& peaks) {
@@ -163,6 +179,7 @@ Totals totals(const RunResult& r, const MachinePeaks& peaks) {
     t.roofline += roofline_seconds(s.cost, peaks);
     t.experts += s.cost.experts_touched;
     t.step_seconds.push_back(s.seconds);
+    t.issue_seconds.push_back(s.issue_seconds);
   }
   return t;
 }
@@ -175,6 +192,7 @@ json step_json(const StepRecord& s, const MachinePeaks& peaks) {
   return json{
       {"step", s.index},
       {"time_s", s.seconds},
+      {"issue_s", s.issue_seconds},
       {"tokens", s.tokens},
       {"num_seqs", s.num_seqs},
       {"context", s.mean_context},
@@ -203,6 +221,7 @@ json run_summary_json(const RunResult& r, const MachinePeaks& peaks) {
   return json{
       {"steps", r.steps.size()},
       {"median_step_s", percentile(t.step_seconds, 50)},
+      {"median_issue_s", percentile(t.issue_seconds, 50)},
       {"mean_step_s", t.seconds / n},
       {"min_step_s", t.step_seconds.empty()
                          ? 0.0
@@ -247,24 +266,25 @@ json run_json(const RunResult& r, const MachinePeaks& peaks, bool with_steps) {
 
 std::string summary_table(const std::vector<RunResult>& runs, const MachinePeaks& peaks) {
   std::string out = fmt::format(
-      "{:<8} {:>6} {:>8} {:>8} {:>5} {:>10} {:>10} {:>11} {:>8} {:>9} {:>10} {:>7} "
+      "{:<8} {:>6} {:>8} {:>8} {:>5} {:>10} {:>9} {:>10} {:>11} {:>8} {:>9} {:>10} {:>7} "
       "{:>8}\n",
-      "mode", "seqs", "tok/step", "context", "ctx", "step ms", "tok/s", "tok/s/user", "GB/s",
-      "TFLOP/s", "roof ms", "%roof", "bound");
+      "mode", "seqs", "tok/step", "context", "ctx", "step ms", "issue ms", "tok/s", "tok/s/user",
+      "GB/s", "TFLOP/s", "roof ms", "%roof", "bound");
   for (const RunResult& r : runs) {
     const json s = run_summary_json(r, peaks);
     out += fmt::format(
-        "{:<8} {:>6} {:>8.0f} {:>8.0f} {:>5} {:>10.3f} {:>10.1f} {:>11.2f} {:>8.2f} {:>9.4f} "
-        "{:>10.3f} {:>6.1f}% {:>8}\n",
+        "{:<8} {:>6} {:>8.0f} {:>8.0f} {:>5} {:>10.3f} {:>9.3f} {:>10.1f} {:>11.2f} {:>8.2f} "
+        "{:>9.4f} {:>10.3f} {:>6.1f}% {:>8}\n",
         r.spec.mode, r.spec.num_seqs, s["tokens_per_step"].get<double>(),
         s["context_first"].get<double>(),
         r.spec.context_length == 0 ? "-"
         : r.synthetic_context      ? "synth"
                                    : "real",
-        1e3 * s["median_step_s"].get<double>(), s["tokens_per_s"].get<double>(),
-        s["tokens_per_s_per_user"].get<double>(), s["achieved_gbs"].get<double>(),
-        s["achieved_tflops"].get<double>(), 1e3 * s["roofline_step_s"].get<double>(),
-        100 * s["roofline_fraction"].get<double>(), s["bound"].get<std::string>());
+        1e3 * s["median_step_s"].get<double>(), 1e3 * s["median_issue_s"].get<double>(),
+        s["tokens_per_s"].get<double>(), s["tokens_per_s_per_user"].get<double>(),
+        s["achieved_gbs"].get<double>(), s["achieved_tflops"].get<double>(),
+        1e3 * s["roofline_step_s"].get<double>(), 100 * s["roofline_fraction"].get<double>(),
+        s["bound"].get<std::string>());
   }
   return out;
 }

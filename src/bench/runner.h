@@ -36,6 +36,9 @@ namespace deepinfer::bench {
 struct StepRecord {
   int index = 0;  // logged step number, from 0
   double seconds = 0;
+  // Host time until the forward had queued all its work (on a GPU the device runs behind; when
+  // this is close to `seconds` the step is launch-bound). Equals `seconds` on the CPU.
+  double issue_seconds = 0;
   int64_t tokens = 0;  // new tokens fed (all sequences)
   int64_t num_seqs = 0;
   double mean_context = 0;  // tokens of state per sequence before the step
@@ -81,6 +84,10 @@ class BenchRunner {
  private:
   // Feeds `context` random tokens into each state, batching sequences into chunked forwards;
   // or, synthetic, sets each state to `context` tokens with room for `reserve` more.
+  // One timed forward: the logits come back on the host; issue_seconds = host time until the
+  // forward had queued its work, the return value = the whole step (timer_).
+  Tensor timed_forward(std::span<const deepseek_v4::Model::BatchItem> items, double* issue_seconds,
+                       double* seconds);
   void fill_context(std::vector<deepseek_v4::SequenceState>& states, int64_t context,
                     int64_t reserve);
   std::vector<int32_t> random_ids(int64_t n);

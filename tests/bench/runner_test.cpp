@@ -55,6 +55,9 @@ TEST_F(RunnerTest, DecodeStepsGrowTheContextAndCountRealTokens) {
     EXPECT_EQ(s.tokens, 3);
     EXPECT_EQ(s.mean_context, 40 + 2 + static_cast<double>(i));  // fill + warm-up + i
     EXPECT_GT(s.seconds, 0);
+    // Issuing the forward is part of the step (on the CPU it is all of it).
+    EXPECT_GT(s.issue_seconds, 0);
+    EXPECT_LE(s.issue_seconds, s.seconds * 1.05 + 1e-4);
     const StepCost want =
         step_cost(model_->config(), 3, 1, static_cast<int64_t>(40 + 2 + i), setup().dtypes);
     EXPECT_DOUBLE_EQ(s.cost.bytes(), want.bytes());
@@ -64,14 +67,15 @@ TEST_F(RunnerTest, DecodeStepsGrowTheContextAndCountRealTokens) {
   for (const char* key : {"mode", "num_seqs", "context_length", "warmup_steps", "summary", "steps"})
     EXPECT_TRUE(j.contains(key)) << key;
   const json& sum = j["summary"];
-  for (const char* key : {"median_step_s", "tokens_per_s", "tokens_per_s_per_user", "achieved_gbs",
-                          "achieved_tflops", "roofline_step_s", "roofline_fraction", "bound"})
+  for (const char* key :
+       {"median_step_s", "median_issue_s", "tokens_per_s", "tokens_per_s_per_user", "achieved_gbs",
+        "achieved_tflops", "roofline_step_s", "roofline_fraction", "bound"})
     EXPECT_TRUE(sum.contains(key)) << key;
   EXPECT_NEAR(sum["tokens_per_s_per_user"].get<double>() * 3, sum["tokens_per_s"].get<double>(),
               1e-6 * sum["tokens_per_s"].get<double>());
   const json& step = j["steps"][0];
-  for (const char* key : {"time_s", "tokens", "tokens_per_s", "tokens_per_s_per_user", "bytes",
-                          "flops", "achieved_gbs", "achieved_tflops", "roofline_fraction"})
+  for (const char* key : {"time_s", "issue_s", "tokens", "tokens_per_s", "tokens_per_s_per_user",
+                          "bytes", "flops", "achieved_gbs", "achieved_tflops", "roofline_fraction"})
     EXPECT_TRUE(step.contains(key)) << key;
   EXPECT_FALSE(summary_table({r}, setup().peaks).empty());
   EXPECT_NE(steps_table(r, setup().peaks).find("tok/s/user"), std::string::npos);

@@ -1,10 +1,16 @@
 // Random tiny checkpoints shared by the bench tests, written once per process into the build
-// tree.
+// tree. ctest runs test cases of one executable as concurrent processes, so every directory is
+// the process's own (its pid in the name; removed at exit): a shared one was rewritten by one
+// process while another read it.
 #pragma once
+
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "bench/random_checkpoint.h"
 
@@ -14,9 +20,21 @@ inline std::string bundled_model_dir() {
   return std::string(DEEPINFER_SOURCE_DIR) + "/models/deepseek-v4-tiny-en";
 }
 
+// Removes this process's scratch directories when it exits.
+struct ScratchDirs {
+  std::vector<std::filesystem::path> dirs;
+  ~ScratchDirs() {
+    std::error_code ec;
+    for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+
 inline std::string scratch_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(DEEPINFER_BINARY_DIR) / "bench_test_tmp" / name;
+  static ScratchDirs owned;
+  const auto dir = std::filesystem::path(DEEPINFER_BINARY_DIR) / "bench_test_tmp" /
+                   (name + "-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  owned.dirs.push_back(dir);
   return dir.string();
 }
 
