@@ -9,8 +9,8 @@
 // Timing: a StepTimer brackets one forward step. On the CPU the forward has finished when
 // forward_batch returns, so a steady clock is exact. On CUDA (builds with the CUDA backend)
 // make_step_timer returns a timer of CUDA events recorded on the backend's stream around the
-// step. Any other device falls back to the steady clock, which stays correct because
-// forward_batch downloads the logits (a synchronisation) before it returns.
+// step. Any other device falls back to the steady clock, which stays correct because the runner
+// downloads the logits (a synchronisation) before it stops the timer.
 #pragma once
 
 #include <chrono>
