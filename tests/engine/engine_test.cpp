@@ -102,7 +102,9 @@ TEST(Engine, BatchedChunkedPreemptedGreedyMatchesAloneAndReference) {
   EXPECT_GT(engine.num_preemptions(), 0u) << "the budget was meant to force preemption";
   // transformers' greedy continuation (fp32): the CPU backend must match it; bf16 on a GPU can
   // flip near-ties, so there only self-consistency is checked.
-  if (test_device() == "cpu") EXPECT_EQ(got[rids[0]], ref) << "transformers' greedy continuation";
+  if (test_device() == "cpu") {
+    EXPECT_EQ(got[rids[0]], ref) << "transformers' greedy continuation";
+  }
   for (size_t i = 0; i < lengths.size(); ++i) {
     const std::vector<int32_t> prompt(ids.begin(), ids.begin() + lengths[i]);
     EXPECT_EQ(got[rids[i]], greedy_alone(prompt, 16)) << "prompt length " << lengths[i];

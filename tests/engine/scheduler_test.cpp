@@ -96,9 +96,12 @@ TEST(Scheduler, NeverMixesPrefillAndDecode) {
     if (i % 7 == 0) h.add(3 + i % 5);
     StepPlan p = h.step();
     for (const auto& s : p.seqs) {
-      if (p.kind == StepKind::kDecode) EXPECT_EQ(s.count, 1);
-      if (p.kind == StepKind::kPrefill)
+      if (p.kind == StepKind::kDecode) {
+        EXPECT_EQ(s.count, 1);
+      }
+      if (p.kind == StepKind::kPrefill) {
         EXPECT_LT(s.begin + s.count - 1, s.seq->num_prompt_tokens + s.seq->num_generated());
+      }
     }
     EXPECT_LE(p.num_tokens(), cfg.max_prefill_tokens);
   }
