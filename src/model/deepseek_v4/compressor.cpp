@@ -56,26 +56,41 @@ void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, boo
                        float norm_eps, const CompressorRows& rows, int64_t r0, int64_t S,
                        const TensorView& inv_freq, CompressorState& st) {
   auto seg = [&](const Tensor& t) { return t.view().slice_rows(r0, r0 + S); };
-  if (st.pending + S < m) {
-    // No window closes (most decode steps): the new rows just join the pending ones.
-    const int64_t p0 = st.pending, p1 = st.pending + S;
-    b.copy(seg(rows.kv_a), st.pend_kv_a.view().slice_rows(p0, p1));
-    b.copy(seg(rows.gate_a), st.pend_gate_a.view().slice_rows(p0, p1));
-    if (csa) {
-      b.copy(seg(rows.kv_b), st.pend_kv_b.view().slice_rows(p0, p1));
-      b.copy(seg(rows.gate_b), st.pend_gate_b.view().slice_rows(p0, p1));
-    }
-    st.pending = static_cast<int>(p1);
-    return;
-  }
-  Tensor kv_a = join(b, st.pend_kv_a, st.pending, seg(rows.kv_a), d);
-  Tensor gate_a = join(b, st.pend_gate_a, st.pending, seg(rows.gate_a), d);
-  Tensor kv_b, gate_b;
-  if (csa) {
-    kv_b = join(b, st.pend_kv_b, st.pending, seg(rows.kv_b), d);
-    gate_b = join(b, st.pend_gate_b, st.pending, seg(rows.gate_b), d);
-  }
   const int64_t total = st.pending + S;
+  // The rows of this call's windows, pending ones first: the pending buffers themselves when the
+  // new rows fit there (every decode token), else joined copies.
+  TensorView kv_a, gate_a, kv_b, gate_b;
+  Tensor joined[4];
+  if (total <= m) {
+    const int64_t p0 = st.pending;
+    b.copy(seg(rows.kv_a), st.pend_kv_a.view().slice_rows(p0, total));
+    b.copy(seg(rows.gate_a), st.pend_gate_a.view().slice_rows(p0, total));
+    if (csa) {
+      b.copy(seg(rows.kv_b), st.pend_kv_b.view().slice_rows(p0, total));
+      b.copy(seg(rows.gate_b), st.pend_gate_b.view().slice_rows(p0, total));
+    }
+    if (total < m) {  // no window closes
+      st.pending = static_cast<int>(total);
+      return;
+    }
+    kv_a = st.pend_kv_a.view();
+    gate_a = st.pend_gate_a.view();
+    if (csa) {
+      kv_b = st.pend_kv_b.view();
+      gate_b = st.pend_gate_b.view();
+    }
+  } else {
+    joined[0] = join(b, st.pend_kv_a, st.pending, seg(rows.kv_a), d);
+    joined[1] = join(b, st.pend_gate_a, st.pending, seg(rows.gate_a), d);
+    kv_a = joined[0].view();
+    gate_a = joined[1].view();
+    if (csa) {
+      joined[2] = join(b, st.pend_kv_b, st.pending, seg(rows.kv_b), d);
+      joined[3] = join(b, st.pend_gate_b, st.pending, seg(rows.gate_b), d);
+      kv_b = joined[2].view();
+      gate_b = joined[3].view();
+    }
+  }
   const int64_t n_win = total / m;
   const int64_t rest = total - n_win * m;
 
@@ -83,8 +98,8 @@ void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, boo
     Tensor pooled = b.empty({n_win, d});
     if (!csa) {
       // HCA: each window's m slots are consecutive rows already.
-      const TensorView kv3 = kv_a.view().slice_rows(0, n_win * m).reshape({n_win, m, d});
-      const TensorView g3 = gate_a.view().slice_rows(0, n_win * m).reshape({n_win, m, d});
+      const TensorView kv3 = kv_a.slice_rows(0, n_win * m).reshape({n_win, m, d});
+      const TensorView g3 = gate_a.slice_rows(0, n_win * m).reshape({n_win, m, d});
       b.window_pool(kv3, g3, pooled);
     } else {
       // CSA: entry w pools 2m slots: series a of window w-1 (the carried window for w = 0,
@@ -96,8 +111,8 @@ void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, boo
       for (int64_t win = 0; win < n_win; ++win) {
         const int64_t o = win * 2 * m;
         if (win > 0) {
-          b.copy(kv_a.view().slice_rows((win - 1) * m, win * m), kv_rows.slice_rows(o, o + m));
-          b.copy(gate_a.view().slice_rows((win - 1) * m, win * m), g_rows.slice_rows(o, o + m));
+          b.copy(kv_a.slice_rows((win - 1) * m, win * m), kv_rows.slice_rows(o, o + m));
+          b.copy(gate_a.slice_rows((win - 1) * m, win * m), g_rows.slice_rows(o, o + m));
         } else if (st.has_prev) {
           b.copy(st.prev_kv_a, kv_rows.slice_rows(o, o + m));
           b.copy(st.prev_gate_a, g_rows.slice_rows(o, o + m));
@@ -106,14 +121,12 @@ void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, boo
           b.copy(constant_rows(b, m, d, -std::numeric_limits<float>::infinity()),
                  g_rows.slice_rows(o, o + m));
         }
-        b.copy(kv_b.view().slice_rows(win * m, (win + 1) * m),
-               kv_rows.slice_rows(o + m, o + 2 * m));
-        b.copy(gate_b.view().slice_rows(win * m, (win + 1) * m),
-               g_rows.slice_rows(o + m, o + 2 * m));
+        b.copy(kv_b.slice_rows(win * m, (win + 1) * m), kv_rows.slice_rows(o + m, o + 2 * m));
+        b.copy(gate_b.slice_rows(win * m, (win + 1) * m), g_rows.slice_rows(o + m, o + 2 * m));
       }
       b.window_pool(kv3, g3, pooled);
-      b.copy(kv_a.view().slice_rows((n_win - 1) * m, n_win * m), st.prev_kv_a);
-      b.copy(gate_a.view().slice_rows((n_win - 1) * m, n_win * m), st.prev_gate_a);
+      b.copy(kv_a.slice_rows((n_win - 1) * m, n_win * m), st.prev_kv_a);
+      b.copy(gate_a.slice_rows((n_win - 1) * m, n_win * m), st.prev_gate_a);
       st.has_prev = true;
     }
     Tensor entries = b.empty({n_win, d});
@@ -128,11 +141,11 @@ void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, boo
   // Whatever did not fill a window waits for the next call.
   const int64_t from = n_win * m;
   if (rest > 0) {
-    b.copy(kv_a.view().slice_rows(from, total), st.pend_kv_a.view().slice_rows(0, rest));
-    b.copy(gate_a.view().slice_rows(from, total), st.pend_gate_a.view().slice_rows(0, rest));
+    b.copy(kv_a.slice_rows(from, total), st.pend_kv_a.view().slice_rows(0, rest));
+    b.copy(gate_a.slice_rows(from, total), st.pend_gate_a.view().slice_rows(0, rest));
     if (csa) {
-      b.copy(kv_b.view().slice_rows(from, total), st.pend_kv_b.view().slice_rows(0, rest));
-      b.copy(gate_b.view().slice_rows(from, total), st.pend_gate_b.view().slice_rows(0, rest));
+      b.copy(kv_b.slice_rows(from, total), st.pend_kv_b.view().slice_rows(0, rest));
+      b.copy(gate_b.slice_rows(from, total), st.pend_gate_b.view().slice_rows(0, rest));
     }
   }
   st.pending = static_cast<int>(rest);
