@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/test_seed.h"
 #include "core/tensor.h"
 
 namespace deepinfer::test {
@@ -22,18 +23,11 @@ inline constexpr double kTol = 1e-5;
 inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
+using testing_seed::base_seed;
+
 // A fresh base seed per run (DEEPINFER_TEST_SEED pins it), mixed with the test's name and a
 // per-test counter so that every tensor of every test draws different numbers, reproducibly
 // for a given seed whatever the test filter. Failures print the seed.
-inline uint64_t base_seed() {
-  static const uint64_t s = [] {
-    const char* env = std::getenv("DEEPINFER_TEST_SEED");
-    return env ? std::strtoull(env, nullptr, 10)
-               : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  }();
-  return s;
-}
-
 class Rng {
  public:
   Rng() : seed_(next_seed()), gen_(seed_) {}
@@ -115,9 +109,7 @@ inline double rel_err(const Tensor& out, const std::vector<double>& ref) {
 #define EXPECT_CLOSE(out, ref) \
   EXPECT_LT(::deepinfer::test::rel_err(out, ref), ::deepinfer::test::kTol)
 
-inline std::string seed_note() {
-  return "DEEPINFER_TEST_SEED=" + std::to_string(base_seed());
-}
+using testing_seed::seed_note;
 
 // Every test body runs under this trace so that a failure can be replayed.
 #define SEED_TRACE() SCOPED_TRACE(::deepinfer::test::seed_note())

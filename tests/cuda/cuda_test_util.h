@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_info.h"
+#include "common/test_seed.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
@@ -42,16 +43,9 @@ inline const std::string& no_gpu_reason() {
       GTEST_SKIP() << "no CUDA device: " << ::deepinfer::cudatest::no_gpu_reason(); \
   } while (0)
 
-// A fresh seed per run (DEEPINFER_TEST_SEED pins it), mixed with a per-process counter.
-inline uint64_t base_seed() {
-  static const uint64_t s = [] {
-    const char* env = std::getenv("DEEPINFER_TEST_SEED");
-    return env ? std::strtoull(env, nullptr, 10)
-               : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  }();
-  return s;
-}
+using testing_seed::base_seed;
 
+// Draws from the run's seed mixed with a per-process counter.
 class Rng {
  public:
   Rng() : gen_(base_seed() + 0x9E3779B97F4A7C15ull * ++counter()) {}
@@ -75,9 +69,7 @@ class Rng {
   std::mt19937_64 gen_;
 };
 
-inline std::string seed_note() {
-  return "DEEPINFER_TEST_SEED=" + std::to_string(base_seed());
-}
+using testing_seed::seed_note;
 #define SEED_TRACE() SCOPED_TRACE(::deepinfer::cudatest::seed_note())
 
 inline Tensor host(std::vector<int64_t> shape, DType dtype = DType::kF32) {

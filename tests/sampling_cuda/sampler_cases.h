@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_seed.h"
 #include "deepinfer/sampling_params.h"
 #include "sampling/sampler.h"
 
@@ -21,17 +22,8 @@ namespace deepinfer::sampling::testcases {
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // A fresh seed per run unless DEEPINFER_TEST_SEED pins it (printed on failure).
-inline uint64_t base_seed() {
-  static const uint64_t s = [] {
-    const char* env = std::getenv("DEEPINFER_TEST_SEED");
-    return env ? std::strtoull(env, nullptr, 10)
-               : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  }();
-  return s;
-}
-inline std::string seed_note() {
-  return "DEEPINFER_TEST_SEED=" + std::to_string(base_seed());
-}
+using testing_seed::base_seed;
+using testing_seed::seed_note;
 
 // greedy, then T in {0.3, 1, 2} x top_k in {-1, 1, 5, 50} x top_p in {1, 0.9, 0.5} x
 // min_p in {0, 0.1}: 73 combinations.
