@@ -12,6 +12,12 @@ Tensor upload_i32(Backend& b, const std::vector<int32_t>& values) {
   return t;
 }
 
+const StepInputs::RateRows& StepInputs::rate(int m) const {
+  for (const RateRows& r : rates)
+    if (r.m == m) return r;
+  fail(ErrorCode::kInternal, "no per-row inputs for compress rate {}", m);
+}
+
 namespace {
 
 // The window keys of a segment: the ring's rows followed by the new K=V rows ([P + S, hd],
@@ -51,7 +57,7 @@ TensorView window_keys(Backend& b, const TensorView& kv, int64_t window, LayerSt
 // one per sequence): the compressor projections and, for CSA, the indexer's projections and
 // queries (RoPE applied).
 struct LayerRows {
-  Tensor visible;  // I32 [T]: compressed entries row t may see, (position + 1) / m
+  TensorView visible;  // I32 [T]: compressed entries row t may see, (position + 1) / m
   CompressorRows comp;
   CompressorRows indexer;
   Tensor index_q;  // [T, nh, di]
@@ -64,14 +70,13 @@ LayerRows project_layer_rows(Backend& b, const ModelConfig& c, const AttentionWe
   LayerRows r;
   const int m = c.compress_rate(layer);
   const bool csa = c.layer_types[layer] == AttnType::kCSA;
-  std::vector<int32_t> visible(in.positions.size());
-  for (size_t t = 0; t < visible.size(); ++t) visible[t] = (in.positions[t] + 1) / m;
-  r.visible = upload_i32(b, visible);
-  r.comp = compressor_project(b, w.compressor, m, c.head_dim, csa, x, in.positions);
+  const StepInputs::RateRows& rate = in.rate(m);
+  r.visible = rate.visible.view();
+  r.comp = compressor_project(b, w.compressor, c.head_dim, csa, x, rate.slots);
   if (!csa) return r;
   const int64_t T = x.dim(0);
   const int nh = c.index_n_heads, di = c.index_head_dim;
-  r.indexer = compressor_project(b, w.indexer.compressor, m, di, true, x, in.positions);
+  r.indexer = compressor_project(b, w.indexer.compressor, di, true, x, rate.slots);
   r.index_q = b.empty({T, nh, di});
   b.matmul(qr, w.indexer.wq_b, r.index_q.view().reshape({T, nh * di}));
   b.rope(r.index_q, in.positions_dev, inv_freq, false);
@@ -124,7 +129,7 @@ void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weight
     }
     if (E > 0) {
       // Every row sees at most the windows closed up to it: (position + 1) / m <= E.
-      const TensorView visible = rows.visible.view().slice_rows(r0, r1);
+      const TensorView visible = rows.visible.slice_rows(r0, r1);
       comp_kv = st.comp.entries.view();
       if (csa) {
         idx_holder = indexer_select(b, c, rows.index_q.view().slice_rows(r0, r1),

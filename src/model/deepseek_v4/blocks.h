@@ -26,6 +26,15 @@ struct StepInputs {
   std::vector<int32_t> positions;  // host copy, [T]
   Tensor ids;                      // I32 [T] on the device
   Tensor positions_dev;            // I32 [T] on the device
+  // Per compress rate m of the model's compressed layers, uploaded once per step rather than
+  // once per layer: each row's slot in its window (position % m) and how many compressed entries
+  // it may see ((position + 1) / m).
+  struct RateRows {
+    int m = 0;
+    Tensor slots, visible;  // I32 [T]
+  };
+  std::vector<RateRows> rates;
+  const RateRows& rate(int m) const;
 };
 
 // Uploads host int32 values into a new device tensor of shape [n].
@@ -42,9 +51,8 @@ Tensor attention_block(Backend& backend, const ModelConfig& config, const ModelW
 struct CompressorRows {
   Tensor kv_a, gate_a, kv_b, gate_b;  // [T, d]
 };
-CompressorRows compressor_project(Backend& backend, const CompressorWeights& w, int m, int d,
-                                  bool csa, const TensorView& x,
-                                  const std::vector<int32_t>& positions);
+CompressorRows compressor_project(Backend& backend, const CompressorWeights& w, int d, bool csa,
+                                  const TensorView& x, const TensorView& slot_ids);
 
 // Feeds one segment's rows [r0, r0 + S) of `rows` into a window compressor's state: closed
 // windows become entries in state.entries, the rest waits in the pending buffers. d = entry

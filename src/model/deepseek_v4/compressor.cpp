@@ -10,7 +10,8 @@ namespace {
 // key/value and gate projections of one series for all rows, the position bias of each row's
 // slot in its window added to the gate.
 void project(Backend& b, const TensorView& x, const TensorView& wkv, const TensorView& wgate,
-             const TensorView& ape, const Tensor& slot_ids, int64_t d, Tensor& kv, Tensor& gate) {
+             const TensorView& ape, const TensorView& slot_ids, int64_t d, Tensor& kv,
+             Tensor& gate) {
   const int64_t T = x.dim(0);
   kv = b.empty({T, d});
   gate = b.empty({T, d});
@@ -41,11 +42,8 @@ Tensor constant_rows(Backend& b, int64_t rows, int64_t d, float value) {
 
 }  // namespace
 
-CompressorRows compressor_project(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
-                                  const TensorView& x, const std::vector<int32_t>& positions) {
-  std::vector<int32_t> slots(positions.size());
-  for (size_t t = 0; t < positions.size(); ++t) slots[t] = positions[t] % m;
-  const Tensor slot_ids = upload_i32(b, slots);
+CompressorRows compressor_project(Backend& b, const CompressorWeights& w, int d, bool csa,
+                                  const TensorView& x, const TensorView& slot_ids) {
   CompressorRows r;
   project(b, x, w.wkv_a, w.wgate_a, w.ape_a, slot_ids, d, r.kv_a, r.gate_a);
   if (csa) project(b, x, w.wkv_b, w.wgate_b, w.ape_b, slot_ids, d, r.kv_b, r.gate_b);

@@ -1,5 +1,6 @@
 #include "model/deepseek_v4/model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -85,6 +86,18 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
   sync_free.emplace(b, "the model forward");
   in.ids = upload_i32(b, ids);
   in.positions_dev = upload_i32(b, in.positions);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    if (c.layer_types[l] == AttnType::kSliding) continue;
+    const int m = c.compress_rate(l);
+    if (std::any_of(in.rates.begin(), in.rates.end(), [m](const auto& r) { return r.m == m; }))
+      continue;
+    std::vector<int32_t> slots(T), visible(T);
+    for (int64_t t = 0; t < T; ++t) {
+      slots[t] = in.positions[t] % m;
+      visible[t] = (in.positions[t] + 1) / m;
+    }
+    in.rates.push_back({m, upload_i32(b, slots), upload_i32(b, visible)});
+  }
 
   // The embedding is copied into hc_mult residual streams: X [T, hc, D].
   const int n = c.hc_mult, D = c.hidden_size;
