@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "bench/stats.h"
+#include "core/cpu_timer.h"
 #include "core/status.h"
 
 namespace deepinfer::bench {
@@ -103,6 +104,7 @@ RunResult BenchRunner::run_prefill(int64_t prefill_tokens, int64_t num_seqs, int
     for (int64_t i = 0; i < num_seqs; ++i) items.push_back({ids[i], &states[i]});
     double secs = 0, issue = 0;
     timed_forward(items, &issue, &secs);
+    if (s + 1 == warmup_steps) CpuTimers::reset();  // the table covers the logged steps
     if (s < warmup_steps) continue;
     StepRecord rec;
     rec.index = s - warmup_steps;
@@ -145,6 +147,7 @@ RunResult BenchRunner::run_decode(int64_t num_requests, int64_t context_length, 
     const float* l = logits.data_as<float>();
     for (int64_t i = 0; i < num_requests; ++i)
       next[i] = static_cast<int32_t>(std::max_element(l + i * V, l + (i + 1) * V) - (l + i * V));
+    if (s + 1 == warmup_steps) CpuTimers::reset();
     if (s < warmup_steps) continue;
     StepRecord rec;
     rec.index = s - warmup_steps;

@@ -30,8 +30,9 @@ constexpr VarSpec kVars[] = {
      "that would make the host wait for the GPU there (a download, a host-side plan) is a loud "
      "error, because it stalls the launch pipeline and breaks graph capture. For debugging."},
     {"DEEPINFER_CPU_TIMER", VarType::kBool, "0",
-     "Time named host sections (schedule, prepare inputs, forward, sample, output processing) "
-     "and print a summary table at exit."},
+     "Time named host sections (engine: schedule, prepare inputs, forward, sample, output "
+     "processing; model: forward, attention and MoE blocks; CUDA backend: every op's host side) "
+     "and print a summary table at exit. deepinfer bench clears it after each run's warm-up."},
 };
 
 const char* type_name(VarType t) {

@@ -30,7 +30,12 @@ std::string golden_dir() {
 }
 
 constexpr double kTolLogits = 3e-2;
+// Argmax agreement is asked where the reference's top-2 margin exceeds this: about 3x the
+// per-logit error the 3e-2 bound allows (the fixtures' logits have RMS ~1).
 constexpr double kMargin = 0.1;
+// A row off by more than this had a near-tie routing / indexer decision go the other way; bf16
+// GEMM operands do that to the odd row, not to more than 1% of them.
+constexpr double kRowFlipTol = 0.1;
 
 class CudaGolden : public ::testing::TestWithParam<std::string> {
  protected:
@@ -58,7 +63,57 @@ TEST_P(CudaGolden, MatchesTransformersInEverySplit) {
                 name.c_str(), c.what, err, kMargin, bad);
     EXPECT_LE(err, kTolLogits) << name << " " << c.what;
     EXPECT_EQ(bad, 0) << name << " " << c.what;
+    const int rows = static_cast<int>(f.ids.size());
+    const int moved = golden::rows_off_by_more_than(got, *c.ref, V, kRowFlipTol);
+    std::printf("[cuda-golden] %s %-8s rows off by > %.0f%%: %d of %d\n%s", name.c_str(), c.what,
+                kRowFlipTol * 100, moved, rows,
+                golden::describe_mismatches(got, *c.ref, V, kMargin).c_str());
+    EXPECT_LE(moved * 100, rows) << name << " " << c.what;
   }
+}
+
+// Greedy decoding on the GPU from the fixture's prompt follows the reference's continuation for
+// as long as the reference's top-2 margin exceeds kMargin (after a position below it the GPU may
+// legitimately pick the other token and the paths part). The margins come from the CPU backend,
+// which matches transformers to ~1e-6 on these fixtures (tests/model/golden_test.cpp).
+TEST_P(CudaGolden, GreedyContinuationFollowsTheReferenceWhereTheMarginAllows) {
+  const std::string name = GetParam();
+  const Fixture f = load_fixture(name);
+  auto cpu = make_cpu_backend();
+  auto cpu_model = deepseek_v4::Model::load(golden_dir() + name, *cpu);
+  const int64_t V = cpu_model->config().vocab_size, P = f.greedy_prompt.size();
+  std::vector<int32_t> path = f.greedy_prompt;
+  path.insert(path.end(), f.greedy_continuation.begin(), f.greedy_continuation.end() - 1);
+  const std::vector<float> ref = run(*cpu_model, path, 0);
+
+  auto backend = make_cuda_backend();
+  auto model = deepseek_v4::Model::load(golden_dir() + name, *backend);
+  auto state = model->new_state();
+  auto argmax = [&](const float* row) {
+    return static_cast<int32_t>(std::max_element(row, row + V) - row);
+  };
+  Tensor l = model->forward(f.greedy_prompt, state);
+  int32_t next = argmax(l.data_as<float>() + (P - 1) * V);
+  size_t compared = 0;
+  for (size_t i = 0; i < f.greedy_continuation.size(); ++i) {
+    const float* r = ref.data() + (P - 1 + i) * V;
+    const int32_t top = argmax(r);
+    ASSERT_EQ(top, f.greedy_continuation[i]) << "the CPU reference left the fixture at " << i;
+    float second = -INFINITY;
+    for (int64_t v = 0; v < V; ++v)
+      if (v != top) second = std::max(second, r[v]);
+    if (r[top] - second <= kMargin) break;
+    EXPECT_EQ(next, f.greedy_continuation[i]) << name << " token " << i;
+    if (next != f.greedy_continuation[i]) break;
+    ++compared;
+    Tensor step = model->forward(std::span<const int32_t>(&next, 1), state);
+    next = argmax(step.data_as<float>());
+  }
+  std::printf(
+      "[cuda-golden] %s greedy: %zu of %zu continuation tokens compared (then margin <= "
+      "%.1f or end)\n",
+      name.c_str(), compared, f.greedy_continuation.size(), kMargin);
+  EXPECT_GT(compared, 0u) << "no continuation token had a margin above " << kMargin;
 }
 
 // Sequences of different lengths fed together, each in its own chunk size: each must get what it

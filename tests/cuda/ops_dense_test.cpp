@@ -1,6 +1,7 @@
 // CUDA vs CPU: memory ops, matmul / grouped_matmul (bf16 weights), embedding, add, rms_norm,
 // rope, swiglu and the mHC ops, on random inputs with NaN-poisoned outputs.
 #include <array>
+#include <cstring>
 
 #include "cuda_test_util.h"
 
@@ -190,8 +191,8 @@ HcInputs hc_inputs(Rng& rng, int64_t M, int64_t hc, int64_t D, int64_t nmix) {
 
 TEST_F(Ops, HcPrePostHeadMatchCpu) {
   SEED_TRACE();
-  for (auto [M, hc, D] :
-       std::vector<std::array<int64_t, 3>>{{1, 4, 64}, {5, 4, 200}, {33, 2, 96}, {3, 4, 4096}}) {
+  for (auto [M, hc, D] : std::vector<std::array<int64_t, 3>>{
+           {1, 4, 64}, {5, 4, 200}, {33, 2, 96}, {3, 4, 4096}, {37, 4, 4096}}) {
     Rng rng;
     const int64_t nmix = (2 + hc) * hc;
     const HcInputs in = hc_inputs(rng, M, hc, D, nmix);
@@ -205,6 +206,16 @@ TEST_F(Ops, HcPrePostHeadMatchCpu) {
     EXPECT_LE(rel_err(to_host(*gpu, c), rc), kTolF32) << "collapsed " << M << " " << hc << " " << D;
     EXPECT_LE(rel_err(to_host(*gpu, p), rp), kTolF32) << "post";
     EXPECT_LE(rel_err(to_host(*gpu, k), rk), kTolF32) << "comb";
+    if (M > 1) {
+      // The last row alone gets exactly what it got in the batch (batch invariance).
+      Tensor c1 = dev_poisoned(*gpu, {1, D}), p1 = dev_poisoned(*gpu, {1, hc}),
+             k1 = dev_poisoned(*gpu, {1, hc, hc});
+      gpu->hc_pre(dX.view().slice_rows(M - 1, M), to_dev(*gpu, in.fn), to_dev(*gpu, in.base),
+                  to_dev(*gpu, in.scale), 20, 1e-6f, 1e-6f, c1, p1, k1);
+      const Tensor all = to_host(*gpu, c), one = to_host(*gpu, c1);
+      EXPECT_EQ(0, std::memcmp(all.data_as<float>() + (M - 1) * D, one.data_as<float>(), D * 4))
+          << "hc_pre row " << M - 1 << " alone vs in a batch of " << M;
+    }
 
     const Tensor y = rand_host(rng, {M, D});
     Tensor ro = host({M, hc, D});

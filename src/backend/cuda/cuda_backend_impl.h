@@ -20,6 +20,7 @@
 #include "backend/arg_checks.h"
 #include "backend/backend.h"
 #include "backend/cuda/pinned_staging.h"
+#include "core/cpu_timer.h"
 #include "core/tensor.h"
 
 namespace deepinfer::cuda {
@@ -76,7 +77,6 @@ void expect2(const char* op, const char* name, const TensorView& t, DType a, DTy
              std::initializer_list<int64_t> shape);
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref);
-
 
 class CudaBackend final : public Backend {
  public:
@@ -170,13 +170,16 @@ class CudaBackend final : public Backend {
 };
 
 // Marks one op: selects the device on entry and runs end_op() on normal exit.
+// Every op's host side runs inside one; with DEEPINFER_CPU_TIMER=1 its host time is a section of
+// the op's name (what an op costs to issue, next to the step's issue time).
 struct OpScope {
-  OpScope(CudaBackend& b, const char* op) : b(b), op(op) { b.begin_op(); }
+  OpScope(CudaBackend& b, const char* op) : b(b), op(op), timer(op) { b.begin_op(); }
   ~OpScope() noexcept(false) {
     if (std::uncaught_exceptions() == 0) b.end_op(op);
   }
   CudaBackend& b;
   const char* op;
+  ScopedCpuTimer timer;
 };
 
 }  // namespace deepinfer::cuda

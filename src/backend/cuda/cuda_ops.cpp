@@ -27,10 +27,11 @@ void CudaBackend::hc_pre(const TensorView& X, const TensorView& fn, const Tensor
   expect(op, "comb", comb, DType::kF32, {M, hc, hc});
   expect_no_alias(op, "collapsed", collapsed, "X", X);
   DI_CHECK(M <= INT_MAX, ErrorCode::kUnsupported, "hc_pre: {} rows exceed the grid", M);
+  const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, nmix) * 4);
   check(launch_hc_pre(X.data_as<float>(), M, hc, D, fn.data_as<float>(), base.data_as<float>(),
                       scale.data_as<float>(), sinkhorn_iters, hc_eps, norm_eps,
                       collapsed.data_as<float>(), post.data_as<float>(), comb.data_as<float>(),
-                      ctx_->stream()),
+                      static_cast<float*>(partial.get()), ctx_->stream()),
         op);
 }
 
@@ -68,9 +69,10 @@ void CudaBackend::hc_head(const TensorView& X, const TensorView& fn, const Tenso
   expect(op, "out", out, DType::kF32, {M, D});
   expect_no_alias(op, "out", out, "X", X);
   DI_CHECK(M <= INT_MAX, ErrorCode::kUnsupported, "hc_head: {} rows exceed the grid", M);
+  const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, hc) * 4);
   check(launch_hc_head(X.data_as<float>(), M, hc, D, fn.data_as<float>(), base.data_as<float>(),
                        scale.data_as<float>(), hc_eps, norm_eps, out.data_as<float>(),
-                       ctx_->stream()),
+                       static_cast<float*>(partial.get()), ctx_->stream()),
         op);
 }
 

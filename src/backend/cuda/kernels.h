@@ -48,15 +48,17 @@ cudaError_t launch_fill_random(void* out, bool bf16, int64_t n, uint64_t seed, f
 
 // ---- mHC (kernels_hc.cu) -----------------------------------------------------------------------
 inline constexpr int kMaxHc = 16;
+// Scratch floats hc_pre / hc_head need for M rows of hc x D with nmix mixes (chunk partials).
+int64_t hc_partial_floats(int64_t M, int64_t hc, int64_t D, int64_t nmix);
 cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                           const float* base, const float* scale, int iters, float hc_eps,
                           float norm_eps, float* collapsed, float* post, float* comb,
-                          cudaStream_t stream);
+                          float* partial, cudaStream_t stream);
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,
                            int64_t M, int64_t hc, int64_t D, float* out, cudaStream_t stream);
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                            const float* base, const float* scale, float hc_eps, float norm_eps,
-                           float* out, cudaStream_t stream);
+                           float* out, float* partial, cudaStream_t stream);
 
 // ---- attention (kernels_attention.cu) ----------------------------------------------------------
 cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, int64_t S, int64_t d,

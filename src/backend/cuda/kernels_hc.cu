@@ -1,5 +1,7 @@
-// Manifold-constrained hyper-connections: hc_pre (RMS scale, mixing GEMV, sigmoids, Sinkhorn and
-// the collapse fused in one block per row), hc_post, hc_head.
+// Manifold-constrained hyper-connections: hc_pre (the mixing GEMV split over row chunks, then
+// RMS scale, sigmoids, Sinkhorn and the collapse in one block per row), hc_post, hc_head.
+#include <climits>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
 
@@ -10,23 +12,64 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 
-// mix[j] = rmsnorm_unweighted(x) . fn[j] for j < nmix: the per-row RMS factor is applied to the
-// dot products (as the CPU backend does) instead of normalising x. One warp per j; x (one row of
-// width W) is re-read from L1/L2 by each warp.
-__device__ void row_mixes(const float* x, int64_t W, const float* fn, int nmix, float norm_eps,
-                          float* mix, float* red) {
-  float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < W; i += blockDim.x) ss += x[i] * x[i];
-  ss = block_sum(ss, red);
-  const float inv = 1.f / sqrtf(ss / static_cast<float>(W) + norm_eps);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  for (int j = warp; j < nmix; j += nw) {
-    const float* f = fn + j * W;
-    float acc = 0.f;
-    for (int64_t i = lane; i < W; i += 32) acc += x[i] * f[i];
-    acc = warp_sum(acc);
-    if (lane == 0) mix[j] = acc * inv;
+// The mixing GEMV is split over chunks of the row so that a few rows (decode) still spread over
+// the device: block (row tile, chunk) writes, for each of its rows, the chunk's partial dot
+// products with every fn row and (last slot) its partial sum of squares. A row's numbers depend
+// only on that row (same chunking and summation order at any M): batch invariant.
+constexpr int kMixChunk = 128;  // row elements per chunk
+constexpr int kMixRows = 16;    // rows per block
+constexpr int kMixPer = kMixChunk / 32;
+
+__global__ void hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, const float* fn,
+                                      int nmix, float* partial) {
+  __shared__ float xs[kMixRows][kMixChunk];
+  const int64_t r0 = int64_t{blockIdx.x} * kMixRows;
+  const int64_t c0 = int64_t{blockIdx.y} * kMixChunk;
+  const int rows = static_cast<int>(M - r0 < kMixRows ? M - r0 : kMixRows);
+  const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
+  for (int i = threadIdx.x; i < kMixRows * kMixChunk; i += blockDim.x) {
+    const int r = i / kMixChunk, k = i % kMixChunk;
+    xs[r][k] = r < rows && k < len ? X[(r0 + r) * W + c0 + k] : 0.f;
   }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int64_t nchunks = gridDim.y;
+  for (int j = warp; j <= nmix; j += nw) {
+    float f[kMixPer];
+#pragma unroll
+    for (int i = 0; i < kMixPer; ++i) {
+      const int k = lane + 32 * i;
+      f[i] = j < nmix && k < len ? fn[j * W + c0 + k] : 0.f;
+    }
+    for (int r = 0; r < rows; ++r) {
+      float acc = 0.f;
+#pragma unroll
+      for (int i = 0; i < kMixPer; ++i) {
+        const float x = xs[r][lane + 32 * i];
+        acc += j < nmix ? x * f[i] : x * x;
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) partial[((r0 + r) * nchunks + blockIdx.y) * (nmix + 1) + j] = acc;
+    }
+  }
+}
+
+// Row m's mixes from its partials: mix[j] = rmsnorm_unweighted(x) . fn[j], the RMS factor
+// applied to the dot products (as the CPU backend does). Chunks are summed in a fixed order.
+__device__ void row_mixes(const float* partial, int64_t m, int nchunks, int nmix, int64_t W,
+                          float norm_eps, float* mix) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const float* p = partial + m * nchunks * (nmix + 1);
+  for (int j = warp; j <= nmix; j += nw) {
+    float acc = 0.f;
+    for (int c = lane; c < nchunks; c += 32) acc += p[c * (nmix + 1) + j];
+    acc = warp_sum(acc);
+    if (lane == 0) mix[j] = acc;
+  }
+  __syncthreads();
+  const float inv = 1.f / sqrtf(mix[nmix] / static_cast<float>(W) + norm_eps);
+  __syncthreads();
+  for (int j = threadIdx.x; j < nmix; j += blockDim.x) mix[j] *= inv;
   __syncthreads();
 }
 
@@ -68,16 +111,15 @@ __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
   }
 }
 
-__global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* fn, const float* base,
-                              const float* scale, int iters, float hc_eps, float norm_eps,
-                              float* collapsed, float* post, float* comb) {
-  __shared__ float red[32];
-  __shared__ float mix[kMaxMix];
+__global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
+                              const float* base, const float* scale, int iters, float hc_eps,
+                              float norm_eps, float* collapsed, float* post, float* comb) {
+  __shared__ float mix[kMaxMix + 1];
   __shared__ float pre[kMaxHc];
   const int64_t m = blockIdx.x, W = hc * D;
   const int nmix = (2 + hc) * hc;
   const float* x = X + m * W;
-  row_mixes(x, W, fn, nmix, norm_eps, mix, red);
+  row_mixes(partial, m, nchunks, nmix, W, norm_eps, mix);
   if (threadIdx.x == 0) {
     for (int h = 0; h < hc; ++h) {
       pre[h] = sigmoidf_(mix[h] * scale[0] + base[h]) + hc_eps;
@@ -92,15 +134,14 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* fn
   collapse(x, pre, hc, D, collapsed + m * D);
 }
 
-__global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* fn,
+__global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
                                const float* base, const float* scale, float hc_eps, float norm_eps,
                                float* out) {
-  __shared__ float red[32];
-  __shared__ float mix[kMaxHc];
+  __shared__ float mix[kMaxHc + 1];
   __shared__ float pre[kMaxHc];
   const int64_t m = blockIdx.x, W = hc * D;
   const float* x = X + m * W;
-  row_mixes(x, W, fn, hc, norm_eps, mix, red);
+  row_mixes(partial, m, nchunks, hc, W, norm_eps, mix);
   if (threadIdx.x < hc)
     pre[threadIdx.x] = sigmoidf_(mix[threadIdx.x] * scale[0] + base[threadIdx.x]) + hc_eps;
   __syncthreads();
@@ -122,14 +163,37 @@ __global__ void hc_post_kernel(const float* X, const float* y, const float* post
 
 }  // namespace
 
+int64_t hc_partial_floats(int64_t M, int64_t hc, int64_t D, int64_t nmix) {
+  return M * ((hc * D + kMixChunk - 1) / kMixChunk) * (nmix + 1);
+}
+
+namespace {
+
+cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
+                               float* partial, int* nchunks, cudaStream_t stream) {
+  const int64_t chunks = (W + kMixChunk - 1) / kMixChunk, tiles = (M + kMixRows - 1) / kMixRows;
+  if (chunks > 65535 || tiles > INT_MAX) return cudaErrorInvalidValue;
+  *nchunks = static_cast<int>(chunks);
+  hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)),
+                          kThreads, 0, stream>>>(X, M, W, fn, nmix, partial);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
 cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                           const float* base, const float* scale, int iters, float hc_eps,
                           float norm_eps, float* collapsed, float* post, float* comb,
-                          cudaStream_t stream) {
+                          float* partial, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
-  if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
+  if (hc < 1 || hc > kMaxHc || M > INT_MAX) return cudaErrorInvalidValue;
+  const int nmix = static_cast<int>((2 + hc) * hc);
+  int nchunks = 0;
+  cudaError_t e = launch_mix_partial(X, M, hc * D, fn, nmix, partial, &nchunks, stream);
+  if (e != cudaSuccess) return e;
   hc_pre_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(
-      X, static_cast<int>(hc), D, fn, base, scale, iters, hc_eps, norm_eps, collapsed, post, comb);
+      X, static_cast<int>(hc), D, partial, nchunks, base, scale, iters, hc_eps, norm_eps, collapsed,
+      post, comb);
   return cudaGetLastError();
 }
 
@@ -144,11 +208,15 @@ cudaError_t launch_hc_post(const float* X, const float* y, const float* post, co
 
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                            const float* base, const float* scale, float hc_eps, float norm_eps,
-                           float* out, cudaStream_t stream) {
+                           float* out, float* partial, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
-  if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
+  if (hc < 1 || hc > kMaxHc || M > INT_MAX) return cudaErrorInvalidValue;
+  int nchunks = 0;
+  cudaError_t e =
+      launch_mix_partial(X, M, hc * D, fn, static_cast<int>(hc), partial, &nchunks, stream);
+  if (e != cudaSuccess) return e;
   hc_head_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(
-      X, static_cast<int>(hc), D, fn, base, scale, hc_eps, norm_eps, out);
+      X, static_cast<int>(hc), D, partial, nchunks, base, scale, hc_eps, norm_eps, out);
   return cudaGetLastError();
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/cpu_timer.h"
 #include "io/weights.h"
 #include "model/deepseek_v4/blocks.h"
 
@@ -80,6 +81,7 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
     in.num_tokens += S;
   }
   const int64_t T = in.num_tokens;
+  const ScopedCpuTimer timer("model: forward");
   // From the first upload to the logits download the host only queues work (on a GPU: the
   // launches stream ahead of the device; a host sync in between is an error).
   std::optional<SyncFreeRegion> sync_free;
@@ -109,10 +111,14 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    X = hc_site(b, c, L.hc_attn, L.attn_norm, X,
-                [&](const TensorView& x) { return attention_block(b, c, weights_, l, x, in); });
-    X = hc_site(b, c, L.hc_ffn, L.ffn_norm, X,
-                [&](const TensorView& x) { return moe_block(b, c, L.moe, x, in); });
+    X = hc_site(b, c, L.hc_attn, L.attn_norm, X, [&](const TensorView& x) {
+      const ScopedCpuTimer t("model: attention block");
+      return attention_block(b, c, weights_, l, x, in);
+    });
+    X = hc_site(b, c, L.hc_ffn, L.ffn_norm, X, [&](const TensorView& x) {
+      const ScopedCpuTimer t("model: moe block");
+      return moe_block(b, c, L.moe, x, in);
+    });
   }
   for (const BatchItem& it : items) it.state->num_tokens += static_cast<int64_t>(it.ids.size());
 
