@@ -1,7 +1,10 @@
 #include "backend/arg_checks.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -68,6 +71,49 @@ void expect_no_alias(const char* op, const char* a_name, const TensorView& a, co
   const bool disjoint = a0 + a.nbytes() <= b0 || b0 + b.nbytes() <= a0;
   DI_CHECK(disjoint, ErrorCode::kInvalidArgument, "{}: {} {} must not overlap {} {}", op, a_name,
            a.shape_str(), b_name, b.shape_str());
+}
+
+void expect_copy_batch(const char* op, std::span<const TensorView> src,
+                       std::span<const TensorView> dst, Device device) {
+  DI_CHECK(src.size() == dst.size(), ErrorCode::kInvalidArgument,
+           "{}: {} sources but {} destinations", op, src.size(), dst.size());
+  struct Range {
+    uintptr_t begin, end;
+    size_t pair;
+    bool is_dst;
+  };
+  std::vector<Range> ranges;
+  ranges.reserve(2 * src.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    const TensorView &s = src[i], &d = dst[i];
+    DI_CHECK(s.dtype() == d.dtype() && s.numel() == d.numel(), ErrorCode::kInvalidArgument,
+             "{}: pair {}: src {} {} and dst {} {} differ in dtype or element count", op, i,
+             dtype_name(s.dtype()), s.shape_str(), dtype_name(d.dtype()), d.shape_str());
+    DI_CHECK(s.device() == device && d.device() == device && s.is_contiguous() && d.is_contiguous(),
+             ErrorCode::kInvalidArgument,
+             "{}: pair {}: src {} and dst {} must be contiguous {} tensors", op, i, s.shape_str(),
+             d.shape_str(), device_word(device));
+    if (s.nbytes() == 0 || s.data() == d.data()) continue;
+    const auto s0 = reinterpret_cast<uintptr_t>(s.data());
+    const auto d0 = reinterpret_cast<uintptr_t>(d.data());
+    ranges.push_back({s0, s0 + s.nbytes(), i, false});
+    ranges.push_back({d0, d0 + d.nbytes(), i, true});
+  }
+  // Sweep by start: a destination must start after every earlier range ends, a source after
+  // every earlier destination ends (sources may overlap each other).
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  const Range* last_any = nullptr;
+  const Range* last_dst = nullptr;
+  for (const Range& r : ranges) {
+    const Range* hit = r.is_dst ? last_any : last_dst;
+    DI_CHECK(hit == nullptr || r.begin >= hit->end, ErrorCode::kInvalidArgument,
+             "{}: the {} of pair {} overlaps the {} of pair {} (pairs run in no order)", op,
+             r.is_dst ? "destination" : "source", r.pair,
+             hit ? (hit->is_dst ? "destination" : "source") : "", hit ? hit->pair : 0);
+    if (!last_any || r.end > last_any->end) last_any = &r;
+    if (r.is_dst && (!last_dst || r.end > last_dst->end)) last_dst = &r;
+  }
 }
 
 void expect_fill(const char* op, const TensorView& t, Device device, float lo, float hi) {

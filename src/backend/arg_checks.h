@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 
 #include "core/tensor.h"
 
@@ -20,6 +21,11 @@ void expect_like(const char* op, const char* name, const TensorView& t, const ch
 // Throws unless the byte ranges of a and b are disjoint.
 void expect_no_alias(const char* op, const char* a_name, const TensorView& a, const char* b_name,
                      const TensorView& b);
+// copy_batch's arguments: as many src as dst views, pair by pair the same dtype and element
+// count, contiguous, on `device`; and no destination overlapping any other range (see
+// Backend::copy_batch).
+void expect_copy_batch(const char* op, std::span<const TensorView> src,
+                       std::span<const TensorView> dst, Device device);
 // fill_random's arguments: t a contiguous F32 or BF16 tensor on `device` (any rank, may be empty),
 // lo <= hi both finite.
 void expect_fill(const char* op, const TensorView& t, Device device, float lo, float hi);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 
 #include "core/tensor.h"
 
@@ -44,6 +45,11 @@ class Backend {
   virtual void upload(const void* host, const TensorView& dst) = 0;  // dst.nbytes() bytes
   virtual void download(const TensorView& src, void* host) = 0;
   virtual void copy(const TensorView& src, const TensorView& dst) = 0;  // same numel and dtype
+  // Many copies as one op (one launch on a GPU; the many small row copies of a decode step):
+  // pair i copies src[i] to dst[i] as copy() would. The pairs run in no particular order, so a
+  // destination may overlap nothing else, not even its own source (unless it is that source
+  // exactly: a no-op); checked, kInvalidArgument names the pairs.
+  virtual void copy_batch(std::span<const TensorView> src, std::span<const TensorView> dst) = 0;
   // Fills t (contiguous, F32 or BF16) with uniform values in [lo, hi], every element a pure
   // function of (seed, flat index i), so every backend writes the same bits:
   //   z = seed + (i + 1) * 0x9E3779B97F4A7C15 (mod 2^64), then the SplitMix64 finaliser

@@ -123,6 +123,46 @@ TEST_F(Dense, MemoryOps) {
   EXPECT_THROW(be->copy(t, make({36}, DType::kI32)), Error);
 }
 
+TEST_F(Dense, CopyBatchCopiesEveryPairAndRejectsOverlaps) {
+  SEED_TRACE();
+  Rng rng;
+  Tensor a = rand_tensor(rng, {10, 6}), b = poisoned({10, 6}), c = rand_tensor(rng, {3, 5});
+  const TensorView av = a.view(), bv = b.view();
+  // Rows of a scattered into b in another order, an odd-sized piece, a no-op pair (src == dst).
+  std::vector<TensorView> src{av.slice_rows(0, 2), av.slice_rows(7, 10), av.slice_rows(2, 3),
+                              c.view()};
+  std::vector<TensorView> dst{bv.slice_rows(8, 10), bv.slice_rows(0, 3), bv.slice_rows(5, 6),
+                              c.view()};
+  be->copy_batch(src, dst);
+  auto row = [](const Tensor& t, int64_t r) { return t.data_as<float>() + r * 6; };
+  EXPECT_EQ(0, std::memcmp(row(b, 8), row(a, 0), 2 * 6 * 4));
+  EXPECT_EQ(0, std::memcmp(row(b, 0), row(a, 7), 3 * 6 * 4));
+  EXPECT_EQ(0, std::memcmp(row(b, 5), row(a, 2), 6 * 4));
+  EXPECT_TRUE(std::isnan(row(b, 3)[0])) << "a row no pair wrote changed";
+  be->copy_batch({}, {});  // nothing to do
+
+  auto rejects = [&](std::vector<TensorView> s, std::vector<TensorView> d, const char* what) {
+    try {
+      be->copy_batch(s, d);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << what;
+      EXPECT_NE(std::string(e.what()).find("copy_batch"), std::string::npos) << e.what();
+    }
+  };
+  rejects({av.slice_rows(0, 2), av.slice_rows(2, 4)}, {bv.slice_rows(0, 2), bv.slice_rows(1, 3)},
+          "two destinations overlap");
+  rejects({av.slice_rows(0, 2), bv.slice_rows(1, 2)}, {bv.slice_rows(0, 2), av.slice_rows(5, 6)},
+          "a source overlaps another pair's destination");
+  rejects({av.slice_rows(0, 3)}, {av.slice_rows(1, 4)}, "a pair overlaps itself");
+  rejects({av.slice_rows(0, 2)}, {bv.slice_rows(0, 3)}, "sizes differ");
+  rejects({av.slice_rows(0, 2)}, {}, "counts differ");
+  // Sources may overlap each other.
+  be->copy_batch(std::vector<TensorView>{av.slice_rows(0, 2), av.slice_rows(1, 3)},
+                 std::vector<TensorView>{bv.slice_rows(0, 2), bv.slice_rows(2, 4)});
+  EXPECT_EQ(0, std::memcmp(row(b, 2), row(a, 1), 2 * 6 * 4));
+}
+
 TEST_F(Dense, BadInputsNameTheOpAndShapes) {
   Tensor x = make({4, 8}), w = make({5, 9}), out = make({4, 5});
   try {

@@ -1,5 +1,6 @@
 // CUDA vs CPU: memory ops, matmul / grouped_matmul (bf16 weights), embedding, add, rms_norm,
 // rope, swiglu and the mHC ops, on random inputs with NaN-poisoned outputs.
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -37,6 +38,44 @@ TEST_F(Ops, UploadDownloadCopyRoundTrip) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("add"), std::string::npos) << e.what();
   }
+}
+
+// copy_batch on the device: many row copies of mixed sizes and alignments (fp32 rows, bf16
+// pieces of odd length, byte-aligned int8-sized ones via bf16 halves) land where the CPU puts them.
+TEST_F(Ops, CopyBatchMatchesCpu) {
+  SEED_TRACE();
+  Rng rng;
+  const int64_t rows = 300, width = 37;
+  const Tensor h = rand_host(rng, {rows, width});
+  Tensor d = to_dev(*gpu, h), out = dev_poisoned(*gpu, {rows, width});
+  Tensor ref = host({rows, width});
+  std::fill_n(ref.data_as<float>(), rows * width, kNaN);
+  std::vector<TensorView> gs, gd, cs, cd;
+  for (int64_t r = 0; r + 3 <= rows; r += 4) {
+    const int64_t to = rows - r - 3, n = 1 + r % 3;  // pieces of 1-3 rows, reversed order
+    gs.push_back(d.view().slice_rows(r, r + n));
+    gd.push_back(out.view().slice_rows(to, to + n));
+    cs.push_back(h.view().slice_rows(r, r + n));
+    cd.push_back(ref.view().slice_rows(to, to + n));
+  }
+  gpu->copy_batch(gs, gd);
+  cpu->copy_batch(cs, cd);
+  const Tensor got = to_host(*gpu, out);
+  EXPECT_EQ(0, std::memcmp(got.data_as<float>(), ref.data_as<float>(), rows * width * 4));
+  // bf16 pieces of odd element counts (2-byte aligned ends).
+  Tensor hb = to_dev(*gpu, rand_host(rng, {1, 4001}), true),
+         ob = gpu->empty({1, 4001}, DType::kBF16);
+  const TensorView fb = hb.view().reshape({4001}), fo = ob.view().reshape({4001});
+  gpu->copy_batch(std::vector<TensorView>{fb.slice_rows(0, 1), fb.slice_rows(1, 4001)},
+                  std::vector<TensorView>{fo.slice_rows(4000, 4001), fo.slice_rows(0, 4000)});
+  std::vector<uint16_t> src(4001), dst(4001);
+  gpu->download(hb, src.data());
+  gpu->download(ob, dst.data());
+  EXPECT_EQ(dst[4000], src[0]);
+  EXPECT_TRUE(std::equal(src.begin() + 1, src.end(), dst.begin()));
+  EXPECT_THROW(gpu->copy_batch(std::vector<TensorView>{d.view().slice_rows(0, 2)},
+                               std::vector<TensorView>{d.view().slice_rows(1, 3)}),
+               Error);
 }
 
 TEST_F(Ops, MatmulBf16WeightsMatchCpu) {

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "backend/arg_checks.h"
+
 namespace deepinfer {
 
 namespace cpu {
@@ -87,6 +89,13 @@ void CpuBackend::copy(const TensorView& src, const TensorView& dst) {
            src.shape_str(), dst.shape_str());
   if (src.nbytes() == 0 || src.data() == dst.data()) return;
   std::memmove(dst.data(), src.data(), src.nbytes());
+}
+
+void CpuBackend::copy_batch(std::span<const TensorView> src, std::span<const TensorView> dst) {
+  arg_checks::expect_copy_batch("copy_batch", src, dst, Device::kCpu);
+  for (size_t i = 0; i < src.size(); ++i)
+    if (src[i].nbytes() > 0 && src[i].data() != dst[i].data())
+      std::memcpy(dst[i].data(), src[i].data(), src[i].nbytes());
 }
 
 std::unique_ptr<Backend> make_cpu_backend() {

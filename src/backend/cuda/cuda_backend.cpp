@@ -309,6 +309,32 @@ void CudaBackend::copy(const TensorView& src, const TensorView& dst) {
         "copy");
 }
 
+void CudaBackend::copy_batch(std::span<const TensorView> src, std::span<const TensorView> dst) {
+  const char* op = "copy_batch";
+  OpScope s(*this, op);
+  arg_checks::expect_copy_batch(op, src, dst, Device::kCuda);
+  std::vector<CopyDesc> descs;
+  descs.reserve(src.size());
+  for (size_t i = 0; i < src.size(); ++i)
+    if (src[i].nbytes() > 0 && src[i].data() != dst[i].data())
+      descs.push_back({src[i].data(), dst[i].data(), static_cast<int64_t>(src[i].nbytes())});
+  if (descs.empty()) return;
+  const size_t bytes = descs.size() * sizeof(CopyDesc);
+  const std::shared_ptr<void> dev = scratch(bytes);
+  if (bytes <= staging_->capacity()) {
+    staging_->upload(descs.data(), dev.get(), bytes, ctx_->stream(),
+                     [this] { host_sync_point("copy_batch (waiting for the pinned ring)"); });
+  } else {
+    host_sync_point("copy_batch with more descriptors than the pinned ring holds");
+    check(cudaMemcpyAsync(dev.get(), descs.data(), bytes, cudaMemcpyHostToDevice, ctx_->stream()),
+          op);
+    check(cudaStreamSynchronize(ctx_->stream()), op);
+  }
+  check(launch_copy_batch(static_cast<const CopyDesc*>(dev.get()),
+                          static_cast<int64_t>(descs.size()), ctx_->stream()),
+        op);
+}
+
 }  // namespace cuda
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {

@@ -27,6 +27,14 @@ enum : int32_t {
 };
 
 // ---- dense / elementwise (kernels_dense.cu) ----------------------------------------------------
+// One copy of copy_batch: `bytes` bytes from src to dst (device addresses).
+struct CopyDesc {
+  const void* src;
+  void* dst;
+  int64_t bytes;
+};
+// Runs n copies described in device memory (descs), in no particular order.
+cudaError_t launch_copy_batch(const CopyDesc* descs, int64_t n, cudaStream_t stream);
 cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream);
 // out[m] = table[ids[m]] as fp32; table_bf16 selects the table dtype. D columns.
 cudaError_t launch_embedding(const int32_t* ids, int64_t M, const void* table, bool table_bf16,

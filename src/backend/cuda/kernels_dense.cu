@@ -175,4 +175,38 @@ cudaError_t launch_gather_rows_bf16(const float* x, const int32_t* rows, int64_t
   return cudaGetLastError();
 }
 
+namespace {
+
+// One block per copy (grid-strided over the copies): 16-byte moves when both ends and the length
+// allow, else 4-byte, else bytes.
+__global__ void copy_batch_kernel(const CopyDesc* descs, int64_t n) {
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const CopyDesc d = descs[i];
+    const auto s = reinterpret_cast<uintptr_t>(d.src), t = reinterpret_cast<uintptr_t>(d.dst);
+    const uintptr_t all = s | t | static_cast<uintptr_t>(d.bytes);
+    if (all % 16 == 0) {
+      const auto* src = static_cast<const int4*>(d.src);
+      auto* dst = static_cast<int4*>(d.dst);
+      for (int64_t k = threadIdx.x; k < d.bytes / 16; k += blockDim.x) dst[k] = src[k];
+    } else if (all % 4 == 0) {
+      const auto* src = static_cast<const int32_t*>(d.src);
+      auto* dst = static_cast<int32_t*>(d.dst);
+      for (int64_t k = threadIdx.x; k < d.bytes / 4; k += blockDim.x) dst[k] = src[k];
+    } else {
+      const auto* src = static_cast<const unsigned char*>(d.src);
+      auto* dst = static_cast<unsigned char*>(d.dst);
+      for (int64_t k = threadIdx.x; k < d.bytes; k += blockDim.x) dst[k] = src[k];
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_copy_batch(const CopyDesc* descs, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(n < 65535 ? n : 65535);
+  copy_batch_kernel<<<blocks, 128, 0, stream>>>(descs, n);
+  return cudaGetLastError();
+}
+
 }  // namespace deepinfer::cuda

@@ -22,11 +22,12 @@ namespace {
 
 // The window keys of a segment: the ring's rows followed by the new K=V rows ([P + S, hd],
 // positions in order), after which the ring keeps the last W-1 of them. When the new rows fit
-// after the ring's rows in its buffer they are written there and the window is a view of the
-// buffer (one copy; the usual decode step); otherwise the kept rows move to the buffer's front
-// first, and a segment longer than the buffer gets a window tensor of its own (kept in holder).
-TensorView window_keys(Backend& b, const TensorView& kv, int64_t window, LayerState& st,
-                       Tensor& holder) {
+// after the ring's rows in its buffer they are written there (queued on `copies`) and the window
+// is a view of the buffer (the usual decode step); otherwise the kept rows move to the buffer's
+// front first, and a segment longer than the buffer gets a window tensor of its own (kept in
+// holder). Direct copies here run before the queued ones, which write other rows.
+TensorView window_keys(Backend& b, CopyBatch& copies, const TensorView& kv, int64_t window,
+                       LayerState& st, Tensor& holder) {
   const int64_t S = kv.dim(0), hd = kv.dim(1), cap = st.ring.dim(0);
   const int64_t keep_max = std::max<int64_t>(window - 1, 0);
   if (st.ring_begin + st.ring_rows + S > cap && st.ring_begin > 0 && st.ring_rows + S <= cap) {
@@ -35,7 +36,7 @@ TensorView window_keys(Backend& b, const TensorView& kv, int64_t window, LayerSt
   }
   if (st.ring_begin + st.ring_rows + S <= cap) {
     const int64_t first = st.ring_begin, end = st.ring_begin + st.ring_rows;
-    b.copy(kv, st.ring.view().slice_rows(end, end + S));
+    copies.add(kv, st.ring.view().slice_rows(end, end + S));
     const int64_t keep = std::min(keep_max, st.ring_rows + S);
     st.ring_begin = end + S - keep;
     st.ring_rows = keep;
@@ -100,33 +101,64 @@ Tensor indexer_select(Backend& b, const ModelConfig& c, const TensorView& q3, co
   return idx;
 }
 
-// One segment's attention: ring update, compressors, indexer, attention with sinks, written
-// into its rows of `attn`.
-void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
-                    const TensorView& q3, const TensorView& kv, const LayerRows& rows,
-                    const StepInputs& in, const Segment& seg, const TensorView& attn) {
+// What the first pass over a layer's segments leaves for the second: the window keys and
+// which compressors had their rows queued (their full windows pool once the copies ran).
+struct SegmentWork {
+  TensorView win;
+  Tensor win_holder;
+  bool comp_staged = false, index_staged = false;
+};
+
+// First pass, per segment: ring update and compressor updates, their row copies queued on
+// `copies` where they fit (every decode token), the rest run directly.
+void stage_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
+                   const TensorView& kv, const LayerRows& rows, const Segment& seg,
+                   CopyBatch& copies, SegmentWork& work) {
   const AttentionWeights& w = weights.layers[layer].attn;
   LayerState& st = seg.state->layers[layer];
-  const int64_t r0 = seg.row0, r1 = seg.row0 + seg.count, S = seg.count;
+  const int64_t r0 = seg.row0, S = seg.count;
+  work.win =
+      window_keys(b, copies, kv.slice_rows(r0, r0 + S), c.sliding_window, st, work.win_holder);
+  if (!w.has_compressor) return;
+  const int m = c.compress_rate(layer);
+  const bool csa = c.layer_types[layer] == AttnType::kCSA;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  work.comp_staged = compressor_stage(copies, m, csa, rows.comp, r0, S, st.comp);
+  if (!work.comp_staged)
+    compressor_update(b, w.compressor, m, c.head_dim, csa, eps, rows.comp, r0, S,
+                      weights.inv_freq_compress, st.comp);
+  if (!csa) return;
+  work.index_staged = compressor_stage(copies, m, true, rows.indexer, r0, S, st.indexer);
+  if (!work.index_staged)
+    compressor_update(b, w.indexer.compressor, m, c.index_head_dim, true, eps, rows.indexer, r0, S,
+                      weights.inv_freq_compress, st.indexer);
+}
+
+// Second pass, per segment (after the queued copies): full windows pooled, indexer, attention
+// with sinks, written into the segment's rows of `attn`.
+void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
+                    const TensorView& q3, const LayerRows& rows, const Segment& seg,
+                    const SegmentWork& work, const TensorView& attn) {
+  const AttentionWeights& w = weights.layers[layer].attn;
+  LayerState& st = seg.state->layers[layer];
+  const int64_t r0 = seg.row0, r1 = seg.row0 + seg.count;
   const int hd = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const AttnType type = c.layer_types[layer];
-  Tensor win_holder;
-  const TensorView win = window_keys(b, kv.slice_rows(r0, r1), c.sliding_window, st, win_holder);
 
   TensorView comp_kv, comp_idx, comp_visible;
   Tensor idx_holder;
   if (w.has_compressor) {
     const int m = c.compress_rate(layer);
     const bool csa = type == AttnType::kCSA;
-    compressor_update(b, w.compressor, m, hd, csa, eps, rows.comp, r0, S, weights.inv_freq_compress,
-                      st.comp);
+    if (work.comp_staged)
+      compressor_close_full_window(b, w.compressor, m, hd, csa, eps, weights.inv_freq_compress,
+                                   st.comp);
+    if (work.index_staged)
+      compressor_close_full_window(b, w.indexer.compressor, m, c.index_head_dim, true, eps,
+                                   weights.inv_freq_compress, st.indexer);
     const int64_t E = st.comp.entries.rows();
-    if (csa) {
-      compressor_update(b, w.indexer.compressor, m, c.index_head_dim, true, eps, rows.indexer, r0,
-                        S, weights.inv_freq_compress, st.indexer);
-      DI_ASSERT(st.indexer.entries.rows() == E);
-    }
+    if (csa) DI_ASSERT(st.indexer.entries.rows() == E);
     if (E > 0) {
       // Every row sees at most the windows closed up to it: (position + 1) / m <= E.
       const TensorView visible = rows.visible.slice_rows(r0, r1);
@@ -140,7 +172,7 @@ void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weight
       }
     }
   }
-  b.attention(q3.slice_rows(r0, r1), win, c.sliding_window, comp_kv, comp_idx, comp_visible,
+  b.attention(q3.slice_rows(r0, r1), work.win, c.sliding_window, comp_kv, comp_idx, comp_visible,
               w.sinks, 1.0f / std::sqrt(static_cast<float>(hd)), attn.slice_rows(r0, r1));
 }
 
@@ -179,8 +211,15 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   LayerRows rows;
   if (w.has_compressor)
     rows = project_layer_rows(b, c, w, layer, x, qr, in, weights.inv_freq_compress);
-  for (const Segment& seg : in.segments)
-    attend_segment(b, c, weights, layer, q3, kv, rows, in, seg, attn);
+  // Two passes over the segments so that their ring and pending-buffer writes go out as one
+  // batch of copies.
+  std::vector<SegmentWork> work(in.segments.size());
+  CopyBatch copies;
+  for (size_t i = 0; i < in.segments.size(); ++i)
+    stage_segment(b, c, weights, layer, kv, rows, in.segments[i], copies, work[i]);
+  copies.flush(b);
+  for (size_t i = 0; i < in.segments.size(); ++i)
+    attend_segment(b, c, weights, layer, q3, rows, in.segments[i], work[i], attn);
   // K = V carried RoPE into the output's rope dims: rotate back to the query's frame.
   b.rope(attn, in.positions_dev, inv_freq, true);
 

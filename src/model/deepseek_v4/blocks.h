@@ -37,6 +37,27 @@ struct StepInputs {
   const RateRows& rate(int m) const;
 };
 
+// Copies a forward queues and issues together through Backend::copy_batch (one launch instead
+// of one per copy: a decode step writes a row into every sequence's ring and pending buffers of
+// every layer). Sources must stay alive until flush(); the queued pairs must not overlap (see
+// Backend::copy_batch), so a copy whose destination something queued reads goes through
+// Backend::copy instead.
+class CopyBatch {
+ public:
+  void add(const TensorView& src, const TensorView& dst) {
+    src_.push_back(src);
+    dst_.push_back(dst);
+  }
+  void flush(Backend& b) {
+    if (!src_.empty()) b.copy_batch(src_, dst_);
+    src_.clear();
+    dst_.clear();
+  }
+
+ private:
+  std::vector<TensorView> src_, dst_;
+};
+
 // Uploads host int32 values into a new device tensor of shape [n].
 Tensor upload_i32(Backend& backend, const std::vector<int32_t>& values);
 
@@ -60,6 +81,15 @@ CompressorRows compressor_project(Backend& backend, const CompressorWeights& w, 
 void compressor_update(Backend& backend, const CompressorWeights& w, int m, int d, bool csa,
                        float norm_eps, const CompressorRows& rows, int64_t r0, int64_t S,
                        const TensorView& inv_freq, CompressorState& state);
+// compressor_update in two phases for rows that fit the unfinished window (every decode token):
+// compressor_stage queues their copies into the pending buffers on `copies` and counts them
+// (false, doing nothing, when they do not fit: use compressor_update); once the copies ran,
+// compressor_close_full_window pools the window if that filled it.
+bool compressor_stage(CopyBatch& copies, int m, bool csa, const CompressorRows& rows, int64_t r0,
+                      int64_t S, CompressorState& state);
+void compressor_close_full_window(Backend& backend, const CompressorWeights& w, int m, int d,
+                                  bool csa, float norm_eps, const TensorView& inv_freq,
+                                  CompressorState& state);
 
 // MoE sub-block: router (hash or top-k), routed experts and the shared expert.
 Tensor moe_block(Backend& backend, const ModelConfig& config, const MoeWeights& w,

@@ -50,45 +50,14 @@ CompressorRows compressor_project(Backend& b, const CompressorWeights& w, int d,
   return r;
 }
 
-void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
-                       float norm_eps, const CompressorRows& rows, int64_t r0, int64_t S,
-                       const TensorView& inv_freq, CompressorState& st) {
-  auto seg = [&](const Tensor& t) { return t.view().slice_rows(r0, r0 + S); };
-  const int64_t total = st.pending + S;
-  // The rows of this call's windows, pending ones first: the pending buffers themselves when the
-  // new rows fit there (every decode token), else joined copies.
-  TensorView kv_a, gate_a, kv_b, gate_b;
-  Tensor joined[4];
-  if (total <= m) {
-    const int64_t p0 = st.pending;
-    b.copy(seg(rows.kv_a), st.pend_kv_a.view().slice_rows(p0, total));
-    b.copy(seg(rows.gate_a), st.pend_gate_a.view().slice_rows(p0, total));
-    if (csa) {
-      b.copy(seg(rows.kv_b), st.pend_kv_b.view().slice_rows(p0, total));
-      b.copy(seg(rows.gate_b), st.pend_gate_b.view().slice_rows(p0, total));
-    }
-    if (total < m) {  // no window closes
-      st.pending = static_cast<int>(total);
-      return;
-    }
-    kv_a = st.pend_kv_a.view();
-    gate_a = st.pend_gate_a.view();
-    if (csa) {
-      kv_b = st.pend_kv_b.view();
-      gate_b = st.pend_gate_b.view();
-    }
-  } else {
-    joined[0] = join(b, st.pend_kv_a, st.pending, seg(rows.kv_a), d);
-    joined[1] = join(b, st.pend_gate_a, st.pending, seg(rows.gate_a), d);
-    kv_a = joined[0].view();
-    gate_a = joined[1].view();
-    if (csa) {
-      joined[2] = join(b, st.pend_kv_b, st.pending, seg(rows.kv_b), d);
-      joined[3] = join(b, st.pend_gate_b, st.pending, seg(rows.gate_b), d);
-      kv_b = joined[2].view();
-      gate_b = joined[3].view();
-    }
-  }
+namespace {
+
+// Pools the windows in rows [0, total) of the views (pending rows first): closed windows become
+// entries, the rest [n_win * m, total) moves to the front of the pending buffers.
+void pool_windows(Backend& b, const CompressorWeights& w, int m, int d, bool csa, float norm_eps,
+                  const TensorView& inv_freq, const TensorView& kv_a, const TensorView& gate_a,
+                  const TensorView& kv_b, const TensorView& gate_b, int64_t total,
+                  CompressorState& st) {
   const int64_t n_win = total / m;
   const int64_t rest = total - n_win * m;
 
@@ -101,27 +70,32 @@ void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, boo
       b.window_pool(kv3, g3, pooled);
     } else {
       // CSA: entry w pools 2m slots: series a of window w-1 (the carried window for w = 0,
-      // nothing before the first window) and series b of window w.
+      // nothing before the first window) and series b of window w. Assembled by one batch of
+      // copies (a prompt closes many windows).
       Tensor kv3 = b.empty({n_win, 2 * m, d});
       Tensor g3 = b.empty({n_win, 2 * m, d});
       const TensorView kv_rows = kv3.view().reshape({n_win * 2 * m, d});
       const TensorView g_rows = g3.view().reshape({n_win * 2 * m, d});
+      Tensor empty_kv, empty_gate;
+      CopyBatch copies;
       for (int64_t win = 0; win < n_win; ++win) {
         const int64_t o = win * 2 * m;
         if (win > 0) {
-          b.copy(kv_a.slice_rows((win - 1) * m, win * m), kv_rows.slice_rows(o, o + m));
-          b.copy(gate_a.slice_rows((win - 1) * m, win * m), g_rows.slice_rows(o, o + m));
+          copies.add(kv_a.slice_rows((win - 1) * m, win * m), kv_rows.slice_rows(o, o + m));
+          copies.add(gate_a.slice_rows((win - 1) * m, win * m), g_rows.slice_rows(o, o + m));
         } else if (st.has_prev) {
-          b.copy(st.prev_kv_a, kv_rows.slice_rows(o, o + m));
-          b.copy(st.prev_gate_a, g_rows.slice_rows(o, o + m));
+          copies.add(st.prev_kv_a, kv_rows.slice_rows(o, o + m));
+          copies.add(st.prev_gate_a, g_rows.slice_rows(o, o + m));
         } else {
-          b.copy(constant_rows(b, m, d, 0.0f), kv_rows.slice_rows(o, o + m));
-          b.copy(constant_rows(b, m, d, -std::numeric_limits<float>::infinity()),
-                 g_rows.slice_rows(o, o + m));
+          empty_kv = constant_rows(b, m, d, 0.0f);
+          empty_gate = constant_rows(b, m, d, -std::numeric_limits<float>::infinity());
+          copies.add(empty_kv, kv_rows.slice_rows(o, o + m));
+          copies.add(empty_gate, g_rows.slice_rows(o, o + m));
         }
-        b.copy(kv_b.slice_rows(win * m, (win + 1) * m), kv_rows.slice_rows(o + m, o + 2 * m));
-        b.copy(gate_b.slice_rows(win * m, (win + 1) * m), g_rows.slice_rows(o + m, o + 2 * m));
+        copies.add(kv_b.slice_rows(win * m, (win + 1) * m), kv_rows.slice_rows(o + m, o + 2 * m));
+        copies.add(gate_b.slice_rows(win * m, (win + 1) * m), g_rows.slice_rows(o + m, o + 2 * m));
       }
+      copies.flush(b);
       b.window_pool(kv3, g3, pooled);
       b.copy(kv_a.slice_rows((n_win - 1) * m, n_win * m), st.prev_kv_a);
       b.copy(gate_a.slice_rows((n_win - 1) * m, n_win * m), st.prev_gate_a);
@@ -147,6 +121,55 @@ void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, boo
     }
   }
   st.pending = static_cast<int>(rest);
+}
+
+}  // namespace
+
+bool compressor_stage(CopyBatch& copies, int m, bool csa, const CompressorRows& rows, int64_t r0,
+                      int64_t S, CompressorState& st) {
+  const int64_t p0 = st.pending, total = st.pending + S;
+  if (total > m) return false;
+  auto seg = [&](const Tensor& t) { return t.view().slice_rows(r0, r0 + S); };
+  copies.add(seg(rows.kv_a), st.pend_kv_a.view().slice_rows(p0, total));
+  copies.add(seg(rows.gate_a), st.pend_gate_a.view().slice_rows(p0, total));
+  if (csa) {
+    copies.add(seg(rows.kv_b), st.pend_kv_b.view().slice_rows(p0, total));
+    copies.add(seg(rows.gate_b), st.pend_gate_b.view().slice_rows(p0, total));
+  }
+  st.pending = static_cast<int>(total);
+  return true;
+}
+
+void compressor_close_full_window(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
+                                  float norm_eps, const TensorView& inv_freq, CompressorState& st) {
+  if (st.pending < m) return;
+  const TensorView none;
+  pool_windows(b, w, m, d, csa, norm_eps, inv_freq, st.pend_kv_a.view(), st.pend_gate_a.view(),
+               csa ? st.pend_kv_b.view() : none, csa ? st.pend_gate_b.view() : none, m, st);
+}
+
+void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
+                       float norm_eps, const CompressorRows& rows, int64_t r0, int64_t S,
+                       const TensorView& inv_freq, CompressorState& st) {
+  CopyBatch copies;
+  if (compressor_stage(copies, m, csa, rows, r0, S, st)) {
+    copies.flush(b);
+    compressor_close_full_window(b, w, m, d, csa, norm_eps, inv_freq, st);
+    return;
+  }
+  // More rows than the unfinished window takes: pending rows and new rows joined.
+  auto seg = [&](const Tensor& t) { return t.view().slice_rows(r0, r0 + S); };
+  const int64_t total = st.pending + S;
+  Tensor kv_a = join(b, st.pend_kv_a, st.pending, seg(rows.kv_a), d);
+  Tensor gate_a = join(b, st.pend_gate_a, st.pending, seg(rows.gate_a), d);
+  Tensor kv_b, gate_b;
+  if (csa) {
+    kv_b = join(b, st.pend_kv_b, st.pending, seg(rows.kv_b), d);
+    gate_b = join(b, st.pend_gate_b, st.pending, seg(rows.gate_b), d);
+  }
+  const TensorView none;
+  pool_windows(b, w, m, d, csa, norm_eps, inv_freq, kv_a.view(), gate_a.view(),
+               csa ? kv_b.view() : none, csa ? gate_b.view() : none, total, st);
 }
 
 }  // namespace deepinfer::deepseek_v4
