@@ -116,6 +116,20 @@ void expect_copy_batch(const char* op, std::span<const TensorView> src,
   }
 }
 
+void expect_segments_tile(const char* op, std::span<const Backend::AttentionSegment> segments,
+                          int64_t M) {
+  int64_t next = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const auto& seg = segments[i];
+    DI_CHECK(seg.row0 == next && seg.count >= 0, ErrorCode::kInvalidArgument,
+             "{}: segment {} covers rows [{}, {}), expected it to start at row {}", op, i, seg.row0,
+             seg.row0 + seg.count, next);
+    next += seg.count;
+  }
+  DI_CHECK(next == M, ErrorCode::kInvalidArgument, "{}: the segments cover {} rows of q's {}", op,
+           next, M);
+}
+
 void expect_fill(const char* op, const TensorView& t, Device device, float lo, float hi) {
   DI_CHECK(t.device() == device && t.is_contiguous() && (t.data() != nullptr || t.numel() == 0),
            ErrorCode::kInvalidArgument, "{}: t {} must be a contiguous {} tensor", op,

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <span>
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 
 namespace deepinfer::arg_checks {
@@ -26,6 +27,9 @@ void expect_no_alias(const char* op, const char* a_name, const TensorView& a, co
 // Backend::copy_batch).
 void expect_copy_batch(const char* op, std::span<const TensorView> src,
                        std::span<const TensorView> dst, Device device);
+// attention_batch's segments tile rows [0, M) in order (non-negative counts).
+void expect_segments_tile(const char* op, std::span<const Backend::AttentionSegment> segments,
+                          int64_t M);
 // fill_random's arguments: t a contiguous F32 or BF16 tensor on `device` (any rank, may be empty),
 // lo <= hi both finite.
 void expect_fill(const char* op, const TensorView& t, Device device, float lo, float hi);

@@ -111,6 +111,17 @@ class Backend {
                          const TensorView& comp_kv, const TensorView& comp_idx,
                          const TensorView& comp_visible, const TensorView& sinks, float scale,
                          const TensorView& out) = 0;
+  // attention() for several sequences as one op (one launch on a GPU: a decode step's batch).
+  // Segment i is rows [row0, row0 + count) of q and out, with its own win_kv ([P_i + count, hd]),
+  // comp_kv, comp_idx ([count, K_i]) or comp_visible ([count]) exactly as attention() takes them
+  // for those rows; window, sinks and scale are shared. The segments tile q's rows in order.
+  struct AttentionSegment {
+    int64_t row0 = 0, count = 0;
+    TensorView win_kv, comp_kv, comp_idx, comp_visible;
+  };
+  virtual void attention_batch(const TensorView& q, std::span<const AttentionSegment> segments,
+                               int64_t window, const TensorView& sinks, float scale,
+                               const TensorView& out) = 0;
   // Lightning indexer: scores[m, e] = sum_h w[m, h] * relu(q[m, h] . k[e]) * scale for
   // e < visible[m], -inf otherwise. q [M, nh, d], k [E, d], w [M, nh], visible I32 [M],
   // scores [M, E].

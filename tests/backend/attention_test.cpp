@@ -131,6 +131,31 @@ TEST_F(Attn, AttentionMatchesReference) {
   }
 }
 
+// attention_batch is attention() per segment: same numbers, and the segments must tile q.
+TEST_F(Attn, AttentionBatchIsAttentionPerSegment) {
+  SEED_TRACE();
+  Rng rng;
+  const int64_t H = 3, hd = 8;
+  Tensor q = rand_tensor(rng, {6, H, hd}), sinks = rand_tensor(rng, {H});
+  Tensor win_a = rand_tensor(rng, {5, hd}), win_b = rand_tensor(rng, {7, hd});
+  Tensor comp_b = rand_tensor(rng, {4, hd});
+  std::vector<int32_t> vis{1, 4, 0, 2, 3};
+  Tensor vis_b = Tensor::empty({5}, DType::kI32);
+  std::copy(vis.begin(), vis.end(), vis_b.data_as<int32_t>());
+  const std::vector<Backend::AttentionSegment> segs{
+      {0, 1, win_a.view(), {}, {}, {}}, {1, 5, win_b.view(), comp_b.view(), {}, vis_b.view()}};
+  Tensor out = poisoned({6, H, hd}), ref = poisoned({6, H, hd});
+  be->attention_batch(q, segs, 4, sinks, 0.5f, out);
+  be->attention(q.view().slice_rows(0, 1), win_a, 4, {}, {}, {}, sinks, 0.5f,
+                ref.view().slice_rows(0, 1));
+  be->attention(q.view().slice_rows(1, 6), win_b, 4, comp_b, {}, vis_b, sinks, 0.5f,
+                ref.view().slice_rows(1, 6));
+  EXPECT_EQ(0, std::memcmp(out.data_as<float>(), ref.data_as<float>(), 6 * H * hd * 4));
+  std::vector<Backend::AttentionSegment> bad = segs;
+  bad[1].count = 4;  // rows 5.. not covered
+  EXPECT_THROW(be->attention_batch(q, bad, 4, sinks, 0.5f, out), Error);
+}
+
 TEST_F(Attn, AttentionWithNothingVisibleIsZero) {
   Rng rng;
   Tensor q = rand_tensor(rng, {3, 2, 8}), win = rand_tensor(rng, {3, 8}),

@@ -1,6 +1,8 @@
 // CUDA vs CPU: window_pool, attention (window only, comp_idx with -1 / duplicates, comp_visible),
 // indexer_scores and topk (ties -> lower index, -inf -> -1).
+#include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "cuda_test_util.h"
 
@@ -79,6 +81,78 @@ TEST_F(Attn, AttentionMatchesCpu) {
     EXPECT_LE(rel_err(to_host(*gpu, out), ref), kTolAttention)
         << "M " << c.M << " H " << c.H << " hd " << c.hd << " P " << c.P << " E " << c.E;
   }
+}
+
+// Several sequences in one attention_batch call (a decode step's batch, plus a prefill-like
+// segment): each segment's rows match the CPU's attention of that segment, and are bitwise what
+// the GPU gives the segment alone (a sequence's numbers do not depend on its companions).
+TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
+  SEED_TRACE();
+  Rng rng;
+  const int64_t H = 64, hd = 512, window = 128;
+  struct Seg {
+    int64_t S, P, E, K;
+    Comp comp;
+    Tensor win, comp_kv, idx, vis;  // host
+  };
+  std::vector<Seg> segs = {{1, 127, 300, 512, Comp::kIdx},  {1, 20, 0, 0, Comp::kNone},
+                           {1, 127, 33, 0, Comp::kVisible}, {5, 60, 40, 16, Comp::kIdx},
+                           {1, 127, 2000, 512, Comp::kIdx}, {1, 3, 9, 0, Comp::kVisible},
+                           {0, 4, 0, 0, Comp::kNone},       {1, 127, 700, 64, Comp::kIdx}};
+  int64_t M = 0;
+  for (Seg& g : segs) {
+    g.win = rand_host(rng, {g.P + g.S, hd});
+    if (g.E > 0) g.comp_kv = rand_host(rng, {g.E, hd});
+    if (g.comp == Comp::kIdx) {
+      std::vector<int32_t> v(g.S * g.K);
+      for (auto& e : v) e = static_cast<int32_t>(rng.integer(-1, g.E - 1));
+      g.idx = i32_host(v, {g.S, g.K});
+    } else if (g.comp == Comp::kVisible) {
+      std::vector<int32_t> v(g.S);
+      for (auto& e : v) e = static_cast<int32_t>(rng.integer(0, g.E));
+      g.vis = i32_host(v, {g.S});
+    }
+    M += g.S;
+  }
+  const Tensor q = rand_host(rng, {M, H, hd}), sinks = rand_host(rng, {H}, -2.f, 2.f);
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  Tensor dq = to_dev(*gpu, q), dsinks = to_dev(*gpu, sinks);
+  std::vector<Tensor> keep;  // device copies of every segment's tensors
+  auto dev = [&](const Tensor& t) {
+    if (!t.defined()) return TensorView();
+    keep.push_back(to_dev(*gpu, t));
+    return keep.back().view();
+  };
+  std::vector<Backend::AttentionSegment> dsegs;
+  int64_t row0 = 0;
+  for (const Seg& g : segs) {
+    dsegs.push_back({row0, g.S, dev(g.win), dev(g.comp_kv), dev(g.idx), dev(g.vis)});
+    row0 += g.S;
+  }
+  Tensor out = dev_poisoned(*gpu, {M, H, hd});
+  gpu->attention_batch(dq, dsegs, window, dsinks, scale, out);
+  const Tensor got = to_host(*gpu, out);
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const Seg& g = segs[i];
+    if (g.S == 0) continue;
+    const int64_t r0 = dsegs[i].row0, n = g.S * H * hd;
+    Tensor ref = host({g.S, H, hd});
+    cpu->attention(q.view().slice_rows(r0, r0 + g.S), g.win, window, g.comp_kv.view(), g.idx.view(),
+                   g.vis.view(), sinks, scale, ref);
+    Tensor got_seg = host({g.S, H, hd});
+    std::copy_n(got.data_as<float>() + r0 * H * hd, n, got_seg.data_as<float>());
+    EXPECT_LE(rel_err(got_seg, ref), kTolAttention) << "segment " << i;
+    Tensor alone = dev_poisoned(*gpu, {g.S, H, hd});
+    gpu->attention(dq.view().slice_rows(r0, r0 + g.S), dsegs[i].win_kv, window, dsegs[i].comp_kv,
+                   dsegs[i].comp_idx, dsegs[i].comp_visible, dsinks, scale, alone);
+    EXPECT_EQ(0, std::memcmp(to_host(*gpu, alone).data_as<float>(), got_seg.data_as<float>(),
+                             n * sizeof(float)))
+        << "segment " << i << " alone differs from its rows in the batch";
+  }
+  // Segments must tile q's rows in order.
+  std::vector<Backend::AttentionSegment> gap = dsegs;
+  gap[1].row0 += 1;
+  EXPECT_THROW(gpu->attention_batch(dq, gap, window, dsinks, scale, out), Error);
 }
 
 TEST_F(Attn, IndexerScoresMatchCpu) {

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backend/arg_checks.h"
 #include "backend/cpu/cpu_backend.h"
 
 namespace deepinfer {
@@ -71,6 +72,21 @@ void CpuBackend::window_pool(const TensorView& kv, const TensorView& gate, const
                                  if (mx[c] != kNegInf) o[c] /= den[c];
                              }
                            });
+}
+
+void CpuBackend::attention_batch(const TensorView& q, std::span<const AttentionSegment> segments,
+                                 int64_t window, const TensorView& sinks, float scale,
+                                 const TensorView& out) {
+  const char* op = "attention_batch";
+  cpu::expect(op, "q", q, DType::kF32, {cpu::kAny, cpu::kAny, cpu::kAny});
+  cpu::expect(op, "out", out, DType::kF32, {q.dim(0), q.dim(1), q.dim(2)});
+  arg_checks::expect_segments_tile(op, segments, q.dim(0));
+  for (const AttentionSegment& seg : segments) {
+    if (seg.count == 0) continue;
+    const int64_t r1 = seg.row0 + seg.count;
+    attention(q.slice_rows(seg.row0, r1), seg.win_kv, window, seg.comp_kv, seg.comp_idx,
+              seg.comp_visible, sinks, scale, out.slice_rows(seg.row0, r1));
+  }
 }
 
 void CpuBackend::attention(const TensorView& q, const TensorView& win_kv, int64_t window,

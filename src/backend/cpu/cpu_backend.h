@@ -52,6 +52,9 @@ class CpuBackend final : public Backend {
                  const TensorView& comp_kv, const TensorView& comp_idx,
                  const TensorView& comp_visible, const TensorView& sinks, float scale,
                  const TensorView& out) override;
+  void attention_batch(const TensorView& q, std::span<const AttentionSegment> segments,
+                       int64_t window, const TensorView& sinks, float scale,
+                       const TensorView& out) override;
   void indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w, float scale,
                       const TensorView& visible, const TensorView& scores) override;
   void topk(const TensorView& scores, int k, const TensorView& idx) override;

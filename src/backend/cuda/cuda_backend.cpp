@@ -242,6 +242,20 @@ std::shared_ptr<void> CudaBackend::scratch(size_t bytes) {
   return DeviceContext::allocate(ctx_, bytes);
 }
 
+std::shared_ptr<void> CudaBackend::upload_scratch(const void* host, size_t bytes) {
+  std::shared_ptr<void> dev = scratch(bytes);
+  if (bytes <= staging_->capacity()) {
+    staging_->upload(host, dev.get(), bytes, ctx_->stream(),
+                     [this] { host_sync_point("upload (waiting for the pinned ring)"); });
+  } else {
+    host_sync_point("upload of a large pageable buffer");
+    check(cudaMemcpyAsync(dev.get(), host, bytes, cudaMemcpyHostToDevice, ctx_->stream()),
+          "upload");
+    check(cudaStreamSynchronize(ctx_->stream()), "upload");
+  }
+  return dev;
+}
+
 Tensor CudaBackend::empty(std::initializer_list<int64_t> shape, DType dtype) {
   OpScope s(*this, "empty");
   const TensorView probe(nullptr, dtype, shape, Device::kCuda);
@@ -319,17 +333,7 @@ void CudaBackend::copy_batch(std::span<const TensorView> src, std::span<const Te
     if (src[i].nbytes() > 0 && src[i].data() != dst[i].data())
       descs.push_back({src[i].data(), dst[i].data(), static_cast<int64_t>(src[i].nbytes())});
   if (descs.empty()) return;
-  const size_t bytes = descs.size() * sizeof(CopyDesc);
-  const std::shared_ptr<void> dev = scratch(bytes);
-  if (bytes <= staging_->capacity()) {
-    staging_->upload(descs.data(), dev.get(), bytes, ctx_->stream(),
-                     [this] { host_sync_point("copy_batch (waiting for the pinned ring)"); });
-  } else {
-    host_sync_point("copy_batch with more descriptors than the pinned ring holds");
-    check(cudaMemcpyAsync(dev.get(), descs.data(), bytes, cudaMemcpyHostToDevice, ctx_->stream()),
-          op);
-    check(cudaStreamSynchronize(ctx_->stream()), op);
-  }
+  const std::shared_ptr<void> dev = upload_scratch(descs.data(), descs.size() * sizeof(CopyDesc));
   check(launch_copy_batch(static_cast<const CopyDesc*>(dev.get()),
                           static_cast<int64_t>(descs.size()), ctx_->stream()),
         op);

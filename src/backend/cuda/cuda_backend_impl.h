@@ -118,6 +118,9 @@ class CudaBackend final : public Backend {
                  const TensorView& comp_kv, const TensorView& comp_idx,
                  const TensorView& comp_visible, const TensorView& sinks, float scale,
                  const TensorView& out) override;
+  void attention_batch(const TensorView& q, std::span<const AttentionSegment> segments,
+                       int64_t window, const TensorView& sinks, float scale,
+                       const TensorView& out) override;
   void indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w, float scale,
                       const TensorView& visible, const TensorView& scores) override;
   void topk(const TensorView& scores, int k, const TensorView& idx) override;
@@ -143,6 +146,12 @@ class CudaBackend final : public Backend {
   friend struct OpScope;
   // Raw scratch memory from the cache, released (stream-ordered) when the owner goes.
   std::shared_ptr<void> scratch(size_t bytes);
+  // Scratch holding a copy of `bytes` host bytes (queued through the pinned ring).
+  std::shared_ptr<void> upload_scratch(const void* host, size_t bytes);
+  // attention and attention_batch (one segment or many).
+  void run_attention(const char* op, const TensorView& q,
+                     std::span<const AttentionSegment> segments, int64_t window,
+                     const TensorView& sinks, float scale, const TensorView& out);
   // Selects the device; with sync_each_, drains the stream and checks errors after the op.
   void begin_op() const;
   void end_op(const char* op);

@@ -92,67 +92,109 @@ void CudaBackend::attention(const TensorView& q, const TensorView& win_kv, int64
                             const TensorView& comp_kv, const TensorView& comp_idx,
                             const TensorView& comp_visible, const TensorView& sinks, float scale,
                             const TensorView& out) {
-  const char* op = "attention";
+  const AttentionSegment seg{0,           q.ndim() > 0 ? q.dim(0) : 0, win_kv, comp_kv, comp_idx,
+                             comp_visible};
+  run_attention("attention", q, std::span<const AttentionSegment>(&seg, 1), window, sinks, scale,
+                out);
+}
+
+void CudaBackend::attention_batch(const TensorView& q, std::span<const AttentionSegment> segments,
+                                  int64_t window, const TensorView& sinks, float scale,
+                                  const TensorView& out) {
+  run_attention("attention_batch", q, segments, window, sinks, scale, out);
+}
+
+void CudaBackend::run_attention(const char* op, const TensorView& q,
+                                std::span<const AttentionSegment> segments, int64_t window,
+                                const TensorView& sinks, float scale, const TensorView& out) {
   OpScope s(*this, op);
   expect(op, "q", q, DType::kF32, {kAny, kAny, kAny});
   const int64_t M = q.dim(0), H = q.dim(1), hd = q.dim(2);
   DI_CHECK(hd <= kMaxAttnHeadDim, ErrorCode::kUnsupported,
-           "attention: head_dim {} exceeds the supported {}", hd, kMaxAttnHeadDim);
-  expect(op, "win_kv", win_kv, DType::kF32, {kAny, hd});
-  DI_CHECK(win_kv.dim(0) >= M, ErrorCode::kInvalidArgument,
-           "attention: win_kv {} has fewer rows than the {} queries of q {}", win_kv.shape_str(), M,
-           q.shape_str());
-  const int64_t P = win_kv.dim(0) - M;
-  int64_t E = 0;
-  if (given(comp_kv)) {
-    expect(op, "comp_kv", comp_kv, DType::kF32, {kAny, hd});
-    E = comp_kv.dim(0);
-  }
-  const bool use_idx = given(comp_idx);
-  const bool use_vis = !use_idx && given(comp_visible);
-  int64_t K = 0;
-  if (use_idx) {
-    expect(op, "comp_idx", comp_idx, DType::kI32, {M, kAny});
-    K = comp_idx.dim(1);
-  } else if (use_vis) {
-    expect(op, "comp_visible", comp_visible, DType::kI32, {M});
-  }
+           "{}: head_dim {} exceeds the supported {}", op, hd, kMaxAttnHeadDim);
   expect(op, "sinks", sinks, DType::kF32, {H});
   expect(op, "out", out, DType::kF32, {M, H, hd});
   expect_no_alias(op, "out", out, "q", q);
-  expect_no_alias(op, "out", out, "win_kv", win_kv);
-  if (E > 0) expect_no_alias(op, "out", out, "comp_kv", comp_kv);
+  arg_checks::expect_segments_tile(op, segments, M);
+
+  // One descriptor per query row: its sequence's keys, and its key splits, chosen from that
+  // sequence alone (the most keys any of its rows can see: the exact counts are on the device).
+  std::vector<AttnRow> rows(static_cast<size_t>(M));
+  const int64_t groups = (H + kAttnHeadsPerBlock - 1) / kAttnHeadsPerBlock;
+  int64_t Kmax = 0, blocks = 0, part_rows = 0;
+  for (const AttentionSegment& seg : segments) {
+    const int64_t S = seg.count;
+    expect(op, "win_kv", seg.win_kv, DType::kF32, {kAny, hd});
+    DI_CHECK(seg.win_kv.dim(0) >= S, ErrorCode::kInvalidArgument,
+             "{}: win_kv {} has fewer rows than the {} queries of its segment", op,
+             seg.win_kv.shape_str(), S);
+    const int64_t P = seg.win_kv.dim(0) - S;
+    int64_t E = 0;
+    if (given(seg.comp_kv)) {
+      expect(op, "comp_kv", seg.comp_kv, DType::kF32, {kAny, hd});
+      E = seg.comp_kv.dim(0);
+    }
+    DI_CHECK(E <= INT_MAX, ErrorCode::kUnsupported, "{}: {} compressed entries", op, E);
+    const bool use_idx = given(seg.comp_idx);
+    const bool use_vis = !use_idx && given(seg.comp_visible);
+    int64_t K = 0;
+    if (use_idx) {
+      expect(op, "comp_idx", seg.comp_idx, DType::kI32, {S, kAny});
+      K = seg.comp_idx.dim(1);
+      DI_CHECK(K <= INT_MAX, ErrorCode::kUnsupported, "{}: comp_idx has {} columns", op, K);
+    } else if (use_vis) {
+      expect(op, "comp_visible", seg.comp_visible, DType::kI32, {S});
+    }
+    expect_no_alias(op, "out", out, "win_kv", seg.win_kv);
+    if (E > 0) expect_no_alias(op, "out", out, "comp_kv", seg.comp_kv);
+    Kmax = std::max(Kmax, K);
+    const int64_t max_keys = std::min<int64_t>(window, P + S) + (use_idx ? K : (use_vis ? E : 0));
+    const int splits = attention_splits(S, H, max_keys, ctx_->num_sms());
+    for (int64_t r = 0; r < S; ++r) {
+      AttnRow& row = rows[seg.row0 + r];
+      row.win = seg.win_kv.data_as<float>();
+      row.comp = E > 0 ? seg.comp_kv.data_as<float>() : nullptr;
+      row.idx = use_idx && K > 0 ? seg.comp_idx.data_as<int32_t>() + r * K : nullptr;
+      row.visible = use_vis ? seg.comp_visible.data_as<int32_t>() + r : nullptr;
+      row.win_end = P + r + 1;
+      row.first_block = blocks;
+      row.part_off = splits > 1 ? part_rows : 0;
+      row.E = static_cast<int32_t>(E);
+      row.K = static_cast<int32_t>(K);
+      row.splits = splits;
+      blocks += groups * splits;
+      if (splits > 1) part_rows += splits;
+    }
+  }
   if (M == 0 || H == 0) return;
-  DI_CHECK(M * H <= INT_MAX, ErrorCode::kUnsupported, "attention: {} x {} blocks exceed the grid",
-           M, H);
+  DI_CHECK(M * H <= INT_MAX, ErrorCode::kUnsupported, "{}: {} x {} blocks exceed the grid", op, M,
+           H);
+  const std::shared_ptr<void> rows_dev = upload_scratch(rows.data(), rows.size() * sizeof(AttnRow));
+  const auto* rows_ptr = static_cast<const AttnRow*>(rows_dev.get());
 
   // comp_idx rows are first compacted to their distinct valid entries (duplicates count once).
   std::shared_ptr<void> list_buf, count_buf;
   const int32_t* list = nullptr;
   const int32_t* count = nullptr;
-  if (use_idx && K > 0) {
-    list_buf = scratch(static_cast<size_t>(M * K) * sizeof(int32_t));
+  if (Kmax > 0) {
+    list_buf = scratch(static_cast<size_t>(M * Kmax) * sizeof(int32_t));
     count_buf = scratch(static_cast<size_t>(M) * sizeof(int32_t));
-    check(launch_dedup_idx(
-              comp_idx.data_as<int32_t>(), M, K, E, static_cast<int32_t*>(list_buf.get()),
-              static_cast<int32_t*>(count_buf.get()), ctx_->error_word(), ctx_->stream()),
+    check(launch_dedup_idx(rows_ptr, M, Kmax, static_cast<int32_t*>(list_buf.get()),
+                           static_cast<int32_t*>(count_buf.get()), ctx_->error_word(),
+                           ctx_->stream()),
           op);
     list = static_cast<const int32_t*>(list_buf.get());
     count = static_cast<const int32_t*>(count_buf.get());
   }
-  // Key splits from the most keys any query can see (the host does not know the exact counts).
-  const int64_t max_keys = std::min<int64_t>(window, P + M) + (use_idx ? K : (use_vis ? E : 0));
-  const int splits = attention_splits(M, H, max_keys, ctx_->num_sms());
+  DI_CHECK(blocks <= INT_MAX, ErrorCode::kUnsupported, "{}: {} blocks exceed the grid", op, blocks);
+  const int64_t slots = part_rows * H;
   std::shared_ptr<void> workspace;
-  if (const int64_t floats = attention_workspace_floats(M, H, hd, splits); floats > 0)
-    workspace = scratch(static_cast<size_t>(floats) * sizeof(float));
-  check(
-      launch_attention(q.data_as<float>(), M, H, hd, win_kv.data_as<float>(), P, window,
-                       E > 0 ? comp_kv.data_as<float>() : nullptr, E, list, count, K,
-                       use_vis ? comp_visible.data_as<int32_t>() : nullptr, sinks.data_as<float>(),
-                       scale, splits, static_cast<float*>(workspace.get()), out.data_as<float>(),
-                       ctx_->error_word(), ctx_->stream()),
-      op);
+  if (slots > 0) workspace = scratch(static_cast<size_t>(slots * (hd + 2)) * sizeof(float));
+  check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, blocks, slots > 0, window, list,
+                         count, Kmax, sinks.data_as<float>(), scale,
+                         static_cast<float*>(workspace.get()), slots, out.data_as<float>(),
+                         ctx_->error_word(), ctx_->stream()),
+        op);
 }
 
 void CudaBackend::indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w,

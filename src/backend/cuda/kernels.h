@@ -71,24 +71,39 @@ cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, con
 // ---- attention (kernels_attention.cu) ----------------------------------------------------------
 cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, int64_t S, int64_t d,
                                float* out, cudaStream_t stream);
-// Compacts each row of comp_idx [M, K]: the distinct entries >= 0 (entries >= E are flagged and
-// dropped), in any order, into list [M, K] with count [M].
-cudaError_t launch_dedup_idx(const int32_t* comp_idx, int64_t M, int64_t K, int64_t E,
-                             int32_t* list, int32_t* count, int32_t* err, cudaStream_t stream);
+// One query row of an attention call (row m of q): its sequence's keys, what it sees, and its
+// share of the grid. Key splits are chosen per sequence (attention_splits of that sequence's rows
+// and keys alone), so a row's result does not depend on the other sequences of the call.
+struct AttnRow {
+  const float* win;        // the sequence's window rows (win_kv)
+  const float* comp;       // its compressed entries, or null
+  const int32_t* idx;      // this row of its comp_idx, or null
+  const int32_t* visible;  // &comp_visible[this row], or null
+  int64_t win_end;  // window rows up to and including this query (P + its row in the sequence + 1)
+  int64_t first_block;  // its blocks: [first_block, first_block + groups * splits), rows in order
+  int64_t part_off;     // with splits > 1: its first partial slot (sum of earlier rows' splits)
+  int32_t E, K;         // entries in comp; columns of idx
+  int32_t splits;       // key splits of this row (1: written directly)
+};
+// Compacts idx of every row with one: the distinct entries >= 0 (entries >= E are flagged and
+// dropped), in row order, into list [M, Kmax] with count [M] (0 for rows without idx).
+cudaError_t launch_dedup_idx(const AttnRow* rows, int64_t M, int64_t Kmax, int32_t* list,
+                             int32_t* count, int32_t* err, cudaStream_t stream);
 inline constexpr int64_t kMaxAttnHeadDim = 512;
+inline constexpr int kAttnHeadsPerBlock = 16;
 // Key splits for M queries of H heads with at most max_keys keys each: enough blocks to fill the
 // device (flash decoding), 1 when the queries alone do.
 int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
-int64_t attention_workspace_floats(int64_t M, int64_t H, int64_t hd, int splits);
-// Blocks of (query, 16 heads, key split) on tensor cores (fp16 operands, fp32 accumulation).
-// Compressed keys: list/count (deduplicated comp_idx, row stride K) when list != nullptr, else
-// the prefix comp_kv[0, visible[m]) when visible != nullptr, else none. workspace:
-// attention_workspace_floats() floats when splits > 1.
-cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const float* win,
-                             int64_t P, int64_t window, const float* comp, int64_t E,
-                             const int32_t* list, const int32_t* count, int64_t K,
-                             const int32_t* visible, const float* sinks, float scale, int splits,
-                             float* workspace, float* out, int32_t* err, cudaStream_t stream);
+// Blocks of (query, 16 heads, key split) on tensor cores (fp16 hi/lo operands, fp32
+// accumulation), `blocks` in all (the rows' groups * splits). Query m's keys: its window rows,
+// then its compressed entries: the deduplicated list (list row m, count[m]) when rows[m].idx is
+// set, else the prefix comp[0, *visible), else none. workspace: (hd + 2) floats per partial slot
+// (H per unit of part_off), when any row has splits > 1.
+cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
+                             int64_t blocks, bool any_split, int64_t window, const int32_t* list,
+                             const int32_t* count, int64_t Kmax, const float* sinks, float scale,
+                             float* workspace, int64_t partial_slots, float* out, int32_t* err,
+                             cudaStream_t stream);
 // scores[m, e] = scale * sum_h w[m, h] * relu(dots[m, h, e]) for e < visible[m], else -inf.
 // dots [M, nh, E] are the per-head q . k products (a GEMM).
 cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,

@@ -39,14 +39,15 @@ __global__ void window_pool_kernel(const float* kv, const float* gate, int64_t N
 
 // One block per query row: keeps the first occurrence of each entry >= 0 (duplicates count once,
 // like the reference's mask), in row order, so the attention's summation order is deterministic.
-// The row is staged in shared memory when it fits (the duplicate scan reads it O(K^2) times).
-__global__ void dedup_kernel(const int32_t* idx, int64_t K, int64_t E, bool staged, int32_t* list,
+__global__ void dedup_kernel(const AttnRow* rows, int64_t Kmax, bool staged, int32_t* list,
                              int32_t* count, int32_t* err) {
   extern __shared__ int32_t row_s[];
   __shared__ int warp_counts[32];
   __shared__ int base;
   const int64_t m = blockIdx.x;
-  const int32_t* row = idx + m * K;
+  const AttnRow r = rows[m];
+  const int64_t K = r.idx ? r.K : 0, E = r.E;
+  const int32_t* row = r.idx;
   if (staged) {
     for (int64_t j = threadIdx.x; j < K; j += blockDim.x) row_s[j] = row[j];
     row = row_s;
@@ -69,7 +70,7 @@ __global__ void dedup_kernel(const int32_t* idx, int64_t K, int64_t E, bool stag
     __syncthreads();
     int offset = base + __popc(bal & ((1u << lane) - 1u));
     for (int w = 0; w < warp; ++w) offset += warp_counts[w];
-    if (keep) list[m * K + offset] = v;
+    if (keep) list[m * Kmax + offset] = v;
     __syncthreads();
     if (threadIdx.x == 0)
       for (int w = 0; w < nw; ++w) base += warp_counts[w];
@@ -203,12 +204,13 @@ cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, in
   return cudaGetLastError();
 }
 
-cudaError_t launch_dedup_idx(const int32_t* comp_idx, int64_t M, int64_t K, int64_t E,
-                             int32_t* list, int32_t* count, int32_t* err, cudaStream_t stream) {
+cudaError_t launch_dedup_idx(const AttnRow* rows, int64_t M, int64_t Kmax, int32_t* list,
+                             int32_t* count, int32_t* err, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
-  const bool staged = K * sizeof(int32_t) <= 32 * 1024;
-  dedup_kernel<<<static_cast<unsigned>(M), kThreads, staged ? K * sizeof(int32_t) : 0, stream>>>(
-      comp_idx, K, E, staged, list, count, err);
+  if (M > 0x7fffffff) return cudaErrorInvalidValue;
+  const bool staged = Kmax * sizeof(int32_t) <= 32 * 1024;
+  dedup_kernel<<<static_cast<unsigned>(M), kThreads, staged ? Kmax * sizeof(int32_t) : 0, stream>>>(
+      rows, Kmax, staged, list, count, err);
   return cudaGetLastError();
 }
 

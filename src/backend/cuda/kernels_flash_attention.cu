@@ -18,8 +18,8 @@ namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kHeads = 16;  // heads per block (the mma M)
-constexpr int kChunk = 32;  // keys per chunk
+constexpr int kHeads = kAttnHeadsPerBlock;  // heads per block (the mma M)
+constexpr int kChunk = 32;                  // keys per chunk
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 8;  // fp16 row padding: rows 16 bytes apart in the banks (ldmatrix)
@@ -47,23 +47,23 @@ struct KeySet {
   }
 };
 
-__device__ KeySet key_set(int64_t m, int64_t hd, const float* win, int64_t P, int64_t window,
-                          const float* comp, int64_t E, const int32_t* list, const int32_t* count,
-                          int64_t K, const int32_t* visible, bool report, int32_t* err) {
-  KeySet ks{win, comp, nullptr, 0, 0, 0, hd};
-  const int64_t hi = m + P + 1;
-  int64_t lo = m + P - window + 1;
+__device__ KeySet key_set(int64_t m, int64_t hd, const AttnRow& r, int64_t window,
+                          const int32_t* list, const int32_t* count, int64_t Kmax, bool report,
+                          int32_t* err) {
+  KeySet ks{r.win, r.comp, nullptr, 0, 0, 0, hd};
+  const int64_t hi = r.win_end;
+  int64_t lo = hi - window;
   lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
   ks.lo = lo;
   ks.nw = hi - lo;
-  if (list) {
-    ks.list = list + m * K;
+  if (r.idx) {
+    ks.list = list + m * Kmax;
     ks.nc = count[m];
-  } else if (visible) {
-    int64_t nc = visible[m];
-    if (nc < 0 || nc > E) {
+  } else if (r.visible) {
+    int64_t nc = *r.visible;
+    if (nc < 0 || nc > r.E) {
       if (report) flag_error(err, kErrAttentionVis);
-      nc = nc < 0 ? 0 : E;
+      nc = nc < 0 ? 0 : r.E;
     }
     ks.nc = nc;
   }
@@ -72,27 +72,36 @@ __device__ KeySet key_set(int64_t m, int64_t hd, const float* win, int64_t P, in
 
 struct AttnParams {
   const float* q;
-  int64_t H, hd;
-  const float* win;
-  int64_t P, window;
-  const float* comp;
-  int64_t E;
+  int64_t M, H, hd;
+  const AttnRow* rows;
+  int64_t window;
   const int32_t* list;
   const int32_t* count;
-  int64_t K;
-  const int32_t* visible;
+  int64_t Kmax;
   const float* sinks;
   float scale;
-  int splits;
   int64_t groups;
   float* out;
-  float* part_o;
-  float* part_ml;
+  float* part_o;   // [slot][hd]; slot = part_off * H + h * splits + split
+  float* part_ml;  // [slot][2]: running max, running sum
   int32_t* err;
 };
 
-// Grid: (query m) x (head group g) x (split s); keys [j0, j1) of the query's key set. NT = 8-dim
-// output tiles per warp: the padded head dim is hdp = 32 * NT (each warp owns 8 * NT dims).
+// The row whose blocks include block b (rows' first_block ascend).
+__device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
+  int64_t lo = 0, hi = M - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (rows[mid].first_block <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// Grid: per row, (head group g) x (split s) blocks; keys [j0, j1) of the query's key set. NT =
+// 8-dim output tiles per warp: the padded head dim is hdp = 32 * NT (each warp owns 8 * NT dims).
 template <int NT>
 __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p) {
   constexpr int hdp = 32 * NT, ld = hdp + kPad, wdims = 8 * NT;
@@ -102,20 +111,22 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
   float* sp = reinterpret_cast<float*>(ks + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
   const float** kptr = reinterpret_cast<const float**>(sp + kWarps * 16 * 32);  // [32]
 
-  const int64_t split = blockIdx.x % p.splits;
-  const int64_t g = (blockIdx.x / p.splits) % p.groups;
-  const int64_t m = blockIdx.x / (p.splits * p.groups);
+  const int64_t m = row_of_block(p.rows, p.M, blockIdx.x);
+  const AttnRow& row = p.rows[m];
+  const int splits = row.splits;
+  const int64_t local = blockIdx.x - row.first_block;
+  const int64_t split = local % splits, g = local / splits;
   const int64_t h0 = g * kHeads, hd = p.hd;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int gr = lane >> 2, tq = lane & 3;  // mma fragment row / column pair
 
-  const KeySet keys = key_set(m, hd, p.win, p.P, p.window, p.comp, p.E, p.list, p.count, p.K,
-                              p.visible, g == 0 && split == 0 && threadIdx.x == 0, p.err);
+  const KeySet keys = key_set(m, hd, row, p.window, p.list, p.count, p.Kmax,
+                              g == 0 && split == 0 && threadIdx.x == 0, p.err);
   const int64_t n = keys.nw + keys.nc;
-  const int64_t per = ((n + p.splits - 1) / p.splits + kChunk - 1) / kChunk * kChunk;
+  const int64_t per = ((n + splits - 1) / splits + kChunk - 1) / kChunk * kChunk;
   const int64_t j0 = split * per, j1 = j0 + per < n ? j0 + per : n;
-  const bool vec4 = (hd & 3) == 0 && (reinterpret_cast<uintptr_t>(p.win) & 15) == 0 &&
-                    (reinterpret_cast<uintptr_t>(p.comp) & 15) == 0;
+  const bool vec4 = (hd & 3) == 0 && (reinterpret_cast<uintptr_t>(keys.win) & 15) == 0 &&
+                    (reinterpret_cast<uintptr_t>(keys.comp) & 15) == 0;
 
   // Q as hi/lo fp16, 4 dims per step: the loop has a fixed trip count, so every load is issued
   // before the stores (a dependent chain here cost more than the whole chunk loop at decode).
@@ -303,13 +314,13 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
     const int64_t h = h0 + gr + 8 * r;
     if (h >= p.H) continue;
     float w = 1.f, den = 1.f;
-    if (p.splits == 1) {
+    if (splits == 1) {
       const float sink = p.sinks[h], mx = fmaxf(run_max[r], sink);
       w = run_max[r] == neg_inf() ? 0.f : expf(run_max[r] - mx);
       den = run_sum[r] * w + expf(sink - mx);
     }
-    float* dst = p.splits == 1 ? p.out + (m * p.H + h) * hd
-                               : p.part_o + ((m * p.H + h) * p.splits + split) * hd;
+    const int64_t slot = row.part_off * p.H + h * splits + split;
+    float* dst = splits == 1 ? p.out + (m * p.H + h) * hd : p.part_o + slot * hd;
     const float mul = w / den;
 #pragma unroll
     for (int t = 0; t < NT; ++t)
@@ -318,20 +329,24 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
         const int64_t d = warp * wdims + t * 8 + tq * 2 + i;
         if (d < hd) dst[d] = o[t][2 * r + i] * mul;
       }
-    if (p.splits > 1 && warp == 0 && tq == 0) {
-      float* ml = p.part_ml + ((m * p.H + h) * p.splits + split) * 2;
+    if (splits > 1 && warp == 0 && tq == 0) {
+      float* ml = p.part_ml + slot * 2;
       ml[0] = run_max[r];
       ml[1] = run_sum[r];
     }
   }
 }
 
-// One block per (query, head): merges the splits' partials and the sink.
-__global__ void flash_attention_merge_kernel(const float* part_o, const float* part_ml, int splits,
-                                             int64_t hd, const float* sinks, int64_t H,
-                                             float* out) {
-  const int64_t mh = blockIdx.x, h = mh % H;
-  const float* ml = part_ml + mh * splits * 2;
+// One block per (query, head) of the rows with splits > 1: merges the splits' partials and the
+// sink.
+__global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* part_o,
+                                             const float* part_ml, int64_t hd, const float* sinks,
+                                             int64_t H, float* out) {
+  const int64_t mh = blockIdx.x, m = mh / H, h = mh % H;
+  const int splits = rows[m].splits;
+  if (splits <= 1) return;
+  const int64_t slot0 = rows[m].part_off * H + h * splits;
+  const float* ml = part_ml + slot0 * 2;
   float mx = sinks[h];
   for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml[2 * s]);
   float den = expf(sinks[h] - mx);
@@ -341,7 +356,7 @@ __global__ void flash_attention_merge_kernel(const float* part_o, const float* p
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float o = 0.f;
     for (int s = 0; s < splits; ++s)
-      if (ml[2 * s] != neg_inf()) o += part_o[(mh * splits + s) * hd + d] * expf(ml[2 * s] - mx);
+      if (ml[2 * s] != neg_inf()) o += part_o[(slot0 + s) * hd + d] * expf(ml[2 * s] - mx);
     out[mh * hd + d] = o * inv;
   }
 }
@@ -373,54 +388,35 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
   return static_cast<int>(splits < 1 ? 1 : splits);
 }
 
-int64_t attention_workspace_floats(int64_t M, int64_t H, int64_t hd, int splits) {
-  return splits <= 1 ? 0 : M * H * splits * (hd + 2);
-}
-
-cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const float* win,
-                             int64_t P, int64_t window, const float* comp, int64_t E,
-                             const int32_t* list, const int32_t* count, int64_t K,
-                             const int32_t* visible, const float* sinks, float scale, int splits,
-                             float* workspace, float* out, int32_t* err, cudaStream_t stream) {
+cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
+                             int64_t blocks, bool any_split, int64_t window, const int32_t* list,
+                             const int32_t* count, int64_t Kmax, const float* sinks, float scale,
+                             float* workspace, int64_t partial_slots, float* out, int32_t* err,
+                             cudaStream_t stream) {
   if (M <= 0 || H <= 0) return cudaSuccess;
   const int64_t groups = (H + kHeads - 1) / kHeads;
-  if (hd < 1 || hd > kMaxAttnHeadDim || splits < 1 || M * groups * splits > 0x7fffffff)
+  if (hd < 1 || hd > kMaxAttnHeadDim || blocks < M * groups || blocks > 0x7fffffff ||
+      M * H > 0x7fffffff)
     return cudaErrorInvalidValue;
-  if (splits > 1 && !workspace) return cudaErrorInvalidValue;
-  AttnParams p{q,
-               H,
-               hd,
-               win,
-               P,
-               window,
-               comp,
-               E,
-               list,
-               count,
-               K,
-               visible,
-               sinks,
-               scale,
-               splits,
-               groups,
-               out,
-               workspace,
-               splits > 1 ? workspace + M * H * splits * hd : nullptr,
-               err};
-  const unsigned blocks = static_cast<unsigned>(M * groups * splits);
+  if (any_split && !workspace) return cudaErrorInvalidValue;
+  const AttnParams p{
+      q,      M,      H,     hd,        rows,
+      window, list,   count, Kmax,      sinks,
+      scale,  groups, out,   workspace, any_split ? workspace + partial_slots * hd : nullptr,
+      err};
+  const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)
-    e = launch_nt<2>(p, blocks, stream);
+    e = launch_nt<2>(p, nblocks, stream);
   else if (hd <= 128)
-    e = launch_nt<4>(p, blocks, stream);
+    e = launch_nt<4>(p, nblocks, stream);
   else if (hd <= 256)
-    e = launch_nt<8>(p, blocks, stream);
+    e = launch_nt<8>(p, nblocks, stream);
   else
-    e = launch_nt<16>(p, blocks, stream);
-  if (e != cudaSuccess || splits == 1) return e;
-  if (M * H > 0x7fffffff) return cudaErrorInvalidValue;
+    e = launch_nt<16>(p, nblocks, stream);
+  if (e != cudaSuccess || !any_split) return e;
   flash_attention_merge_kernel<<<static_cast<unsigned>(M * H), 128, 0, stream>>>(
-      p.part_o, p.part_ml, splits, hd, sinks, H, out);
+      rows, p.part_o, p.part_ml, hd, sinks, H, out);
   return cudaGetLastError();
 }
 

@@ -176,8 +176,8 @@ cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, co
 }
 
 cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
-                            int32_t* row_token, int32_t* where, int32_t* tiles,
-                            int32_t* num_tiles, int32_t* err, cudaStream_t stream) {
+                            int32_t* row_token, int32_t* where, int32_t* tiles, int32_t* num_tiles,
+                            int32_t* err, cudaStream_t stream) {
   if (E <= 0 || E > kMaxPlanExperts || k <= 0) return cudaErrorInvalidValue;
   moe_plan_kernel<<<1, 1024, static_cast<size_t>(2 * E) * sizeof(int32_t), stream>>>(
       idx, R, k, E, offsets, row_token, where, tiles, num_tiles, err);

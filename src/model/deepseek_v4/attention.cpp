@@ -105,7 +105,7 @@ Tensor indexer_select(Backend& b, const ModelConfig& c, const TensorView& q3, co
 // which compressors had their rows queued (their full windows pool once the copies ran).
 struct SegmentWork {
   TensorView win;
-  Tensor win_holder;
+  Tensor win_holder, idx_holder;
   bool comp_staged = false, index_staged = false;
 };
 
@@ -134,11 +134,11 @@ void stage_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights
                       weights.inv_freq_compress, st.indexer);
 }
 
-// Second pass, per segment (after the queued copies): full windows pooled, indexer, attention
-// with sinks, written into the segment's rows of `attn`.
-void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
-                    const TensorView& q3, const LayerRows& rows, const Segment& seg,
-                    const SegmentWork& work, const TensorView& attn) {
+// Second pass, per segment (after the queued copies): full windows pooled, the indexer's
+// selection; returns what the segment's rows attend to.
+Backend::AttentionSegment select_keys(Backend& b, const ModelConfig& c, const ModelWeights& weights,
+                                      int layer, const LayerRows& rows, const Segment& seg,
+                                      SegmentWork& work) {
   const AttentionWeights& w = weights.layers[layer].attn;
   LayerState& st = seg.state->layers[layer];
   const int64_t r0 = seg.row0, r1 = seg.row0 + seg.count;
@@ -146,8 +146,10 @@ void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weight
   const float eps = static_cast<float>(c.rms_norm_eps);
   const AttnType type = c.layer_types[layer];
 
-  TensorView comp_kv, comp_idx, comp_visible;
-  Tensor idx_holder;
+  Backend::AttentionSegment keys;
+  keys.row0 = r0;
+  keys.count = seg.count;
+  keys.win_kv = work.win;
   if (w.has_compressor) {
     const int m = c.compress_rate(layer);
     const bool csa = type == AttnType::kCSA;
@@ -162,18 +164,18 @@ void attend_segment(Backend& b, const ModelConfig& c, const ModelWeights& weight
     if (E > 0) {
       // Every row sees at most the windows closed up to it: (position + 1) / m <= E.
       const TensorView visible = rows.visible.slice_rows(r0, r1);
-      comp_kv = st.comp.entries.view();
+      keys.comp_kv = st.comp.entries.view();
       if (csa) {
-        idx_holder = indexer_select(b, c, rows.index_q.view().slice_rows(r0, r1),
-                                    rows.index_w.view().slice_rows(r0, r1), visible, st.indexer);
-        comp_idx = idx_holder.view();
+        work.idx_holder =
+            indexer_select(b, c, rows.index_q.view().slice_rows(r0, r1),
+                           rows.index_w.view().slice_rows(r0, r1), visible, st.indexer);
+        keys.comp_idx = work.idx_holder.view();
       } else {
-        comp_visible = visible;
+        keys.comp_visible = visible;
       }
     }
   }
-  b.attention(q3.slice_rows(r0, r1), work.win, c.sliding_window, comp_kv, comp_idx, comp_visible,
-              w.sinks, 1.0f / std::sqrt(static_cast<float>(hd)), attn.slice_rows(r0, r1));
+  return keys;
 }
 
 }  // namespace
@@ -212,14 +214,17 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   if (w.has_compressor)
     rows = project_layer_rows(b, c, w, layer, x, qr, in, weights.inv_freq_compress);
   // Two passes over the segments so that their ring and pending-buffer writes go out as one
-  // batch of copies.
+  // batch of copies, then one attention call for all of them.
   std::vector<SegmentWork> work(in.segments.size());
   CopyBatch copies;
   for (size_t i = 0; i < in.segments.size(); ++i)
     stage_segment(b, c, weights, layer, kv, rows, in.segments[i], copies, work[i]);
   copies.flush(b);
+  std::vector<Backend::AttentionSegment> keys;
   for (size_t i = 0; i < in.segments.size(); ++i)
-    attend_segment(b, c, weights, layer, q3, rows, in.segments[i], work[i], attn);
+    keys.push_back(select_keys(b, c, weights, layer, rows, in.segments[i], work[i]));
+  b.attention_batch(q3, keys, c.sliding_window, w.sinks, 1.0f / std::sqrt(static_cast<float>(hd)),
+                    attn);
   // K = V carried RoPE into the output's rope dims: rotate back to the query's frame.
   b.rope(attn, in.positions_dev, inv_freq, true);
 
