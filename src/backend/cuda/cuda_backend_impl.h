@@ -19,6 +19,7 @@
 
 #include "backend/arg_checks.h"
 #include "backend/backend.h"
+#include "backend/cuda/lt_gemm.h"
 #include "backend/cuda/pinned_staging.h"
 #include "core/cpu_timer.h"
 #include "core/tensor.h"
@@ -174,6 +175,7 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<DeviceContext> ctx_;
   std::unique_ptr<PinnedStaging> staging_;
+  LtGemm lt_;  // bf16 GEMMs
   bool sync_each_ = false;
   bool guard_disabled_ = false;
   const char* sync_free_region_ = nullptr;  // non-null inside a sync-free region

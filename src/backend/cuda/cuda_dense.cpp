@@ -37,7 +37,13 @@ void CudaBackend::gemm(const char* op, DType dtype, const void* x, int64_t ldx, 
     return;
   }
   check_dims(op, {M, N, K, ldx, ldw, ldo, batch});
-  // Row-major out[M, N] is column-major out^T[N, M] = w[N, K] x^T: A = w (transposed), B = x.
+  if (dtype == DType::kBF16) {
+    lt_.run(op, x, w, out, {M, N, K, ldx, ldw, ldo, sx, sw, so, batch, beta != 0.f},
+            ctx_->stream());
+    return;
+  }
+  // fp32 weights (the accuracy reference path): cublasGemmEx. Row-major out[M, N] is column-major
+  // out^T[N, M] = w[N, K] x^T: A = w (transposed), B = x.
   const cudaDataType_t t = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
   const float alpha = 1.f;
   check(cublasGemmStridedBatchedEx(

@@ -1,0 +1,53 @@
+// bf16 GEMMs through cuBLASLt with the plan (descriptors, layouts, chosen algorithm) cached per
+// shape: a decode step runs ~100 small GEMMs whose host cost through cublasGemmEx (~15-20 us
+// each, heuristics every call) made batch-1 decode launch-bound. Split-K algorithms are passed
+// over so that a row's result does not depend on how many rows share the call.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <unordered_map>
+
+namespace deepinfer::cuda {
+
+struct LtGemmShape {
+  int64_t M, N, K, ldx, ldw, ldo, sx, sw, so, batch;
+  bool accumulate;
+  bool operator==(const LtGemmShape&) const = default;
+};
+
+struct LtGemmShapeHash {
+  size_t operator()(const LtGemmShape& s) const;
+};
+
+class LtGemm {
+ public:
+  LtGemm() = default;
+  ~LtGemm();
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+
+  // out[b][M, N] (ldo) = x[b][M, K] (ldx) @ w[b][N, K]^T (ldw) (+ out when accumulate), bf16
+  // inputs, fp32 accumulation and output; element strides sx / sw / so between batches. Throws
+  // deepinfer::Error naming `op` on failure.
+  void run(const char* op, const void* x, const void* w, float* out, const LtGemmShape& shape,
+           cudaStream_t stream);
+  size_t cached_plans() const { return plans_.size(); }
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  Plan make_plan(const char* op, const LtGemmShape& s);
+  static void destroy(Plan& p);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::unordered_map<LtGemmShape, Plan, LtGemmShapeHash> plans_;
+};
+
+}  // namespace deepinfer::cuda
