@@ -130,6 +130,25 @@ void expect_segments_tile(const char* op, std::span<const Backend::AttentionSegm
            next, M);
 }
 
+int64_t expect_indexer_segments(const char* op, std::span<const Backend::IndexerSegment> segments,
+                                int64_t M, int64_t d, int64_t N, Device device) {
+  int64_t rows = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const auto& seg = segments[i];
+    DI_CHECK(seg.row0 >= 0 && seg.count >= 0 && seg.row0 + seg.count <= M,
+             ErrorCode::kInvalidArgument, "{}: segment {} rows [{}, {}) are outside q's {} rows",
+             op, i, seg.row0, seg.row0 + seg.count, M);
+    if (given(seg.k)) {
+      expect(op, "k", seg.k, device, DType::kF32, DType::kF32, {kAny, d});
+      DI_CHECK(seg.k.dim(0) <= N, ErrorCode::kInvalidArgument,
+               "{}: segment {} has {} keys, more than the {} columns of scores", op, i,
+               seg.k.dim(0), N);
+    }
+    rows += seg.count;
+  }
+  return rows;
+}
+
 void expect_fill(const char* op, const TensorView& t, Device device, float lo, float hi) {
   DI_CHECK(t.device() == device && t.is_contiguous() && (t.data() != nullptr || t.numel() == 0),
            ErrorCode::kInvalidArgument, "{}: t {} must be a contiguous {} tensor", op,

@@ -30,6 +30,10 @@ void expect_copy_batch(const char* op, std::span<const TensorView> src,
 // attention_batch's segments tile rows [0, M) in order (non-negative counts).
 void expect_segments_tile(const char* op, std::span<const Backend::AttentionSegment> segments,
                           int64_t M);
+// indexer_scores_batch's segments: rows inside q's M, counts >= 0, each k [E, d] on `device`
+// with E <= N; returns the rows they cover together (scores must have that many).
+int64_t expect_indexer_segments(const char* op, std::span<const Backend::IndexerSegment> segments,
+                                int64_t M, int64_t d, int64_t N, Device device);
 // fill_random's arguments: t a contiguous F32 or BF16 tensor on `device` (any rank, may be empty),
 // lo <= hi both finite.
 void expect_fill(const char* op, const TensorView& t, Device device, float lo, float hi);

@@ -127,6 +127,17 @@ class Backend {
   // scores [M, E].
   virtual void indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w,
                               float scale, const TensorView& visible, const TensorView& scores) = 0;
+  // indexer_scores for several sequences' rows in one op (one launch on a GPU: the decode rows
+  // of a step). Segment i takes rows [row0, row0 + count) of q, w and visible, scored against its
+  // own keys k_i ([E_i, d]), and fills the next count rows of scores [R, N] (R = the segments'
+  // rows together, in segment order; N >= every E_i): columns from min(visible, E_i) on are -inf.
+  struct IndexerSegment {
+    int64_t row0 = 0, count = 0;
+    TensorView k;
+  };
+  virtual void indexer_scores_batch(const TensorView& q, std::span<const IndexerSegment> segments,
+                                    const TensorView& w, float scale, const TensorView& visible,
+                                    const TensorView& scores) = 0;
   // Per row of scores [M, N]: indices I32 [M, k] of the k largest values in descending order
   // (ties: lower index first); an index whose value is -inf is written as -1. k <= N.
   virtual void topk(const TensorView& scores, int k, const TensorView& idx) = 0;

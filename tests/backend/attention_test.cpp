@@ -187,6 +187,38 @@ TEST_F(Attn, AttentionRejectsBadInputs) {
                Error);  // out aliases q
 }
 
+// indexer_scores_batch: each segment's rows (taken from anywhere in q) scored against its own
+// keys, packed in segment order, padded with -inf past each segment's keys.
+TEST_F(Attn, IndexerScoresBatchIsIndexerScoresPerSegment) {
+  SEED_TRACE();
+  Rng rng;
+  const int64_t M = 6, nh = 4, d = 16, N = 9;
+  Tensor q = rand_tensor(rng, {M, nh, d}), w = rand_tensor(rng, {M, nh});
+  Tensor k0 = rand_tensor(rng, {9, d}), k1 = rand_tensor(rng, {3, d});
+  const std::vector<int32_t> vis{9, 2, 3, 1, 0, 5};
+  Tensor visible = int_tensor(vis, {M});
+  // Rows 4 (k0) and 1..2 (k1), in that order; rows 0, 3, 5 not scored.
+  const std::vector<Backend::IndexerSegment> segs{{4, 1, k0.view()}, {1, 2, k1.view()}};
+  Tensor got = poisoned({3, N});
+  be->indexer_scores_batch(q, segs, w, 0.5f, visible, got);
+  Tensor a = poisoned({1, 9}), b = poisoned({2, 3});
+  be->indexer_scores(q.view().slice_rows(4, 5), k0, w.view().slice_rows(4, 5), 0.5f,
+                     visible.view().slice_rows(4, 5), a);
+  be->indexer_scores(q.view().slice_rows(1, 3), k1, w.view().slice_rows(1, 3), 0.5f,
+                     visible.view().slice_rows(1, 3), b);
+  const float* g = got.data_as<float>();
+  EXPECT_EQ(0, std::memcmp(g, a.data_as<float>(), 9 * 4));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(0, std::memcmp(g + (1 + r) * N, b.data_as<float>() + r * 3, 3 * 4)) << r;
+    for (int64_t e = 3; e < N; ++e) EXPECT_EQ(g[(1 + r) * N + e], -kInf) << r << " " << e;
+  }
+  EXPECT_THROW(be->indexer_scores_batch(q, segs, w, 0.5f, visible, poisoned({2, N})), Error);
+  EXPECT_THROW(be->indexer_scores_batch(q, segs, w, 0.5f, visible, poisoned({3, 8})), Error)
+      << "fewer columns than a segment's keys";
+  const std::vector<Backend::IndexerSegment> outside{{5, 2, k1.view()}};
+  EXPECT_THROW(be->indexer_scores_batch(q, outside, w, 0.5f, visible, poisoned({2, N})), Error);
+}
+
 TEST_F(Attn, IndexerScores) {
   SEED_TRACE();
   for (auto [M, nh, d, E] : std::vector<std::array<int64_t, 4>>{

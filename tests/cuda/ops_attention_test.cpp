@@ -155,6 +155,47 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
   EXPECT_THROW(gpu->attention_batch(dq, gap, window, dsinks, scale, out), Error);
 }
 
+// indexer_scores_batch on the GPU (one launch for many sequences' decode rows, each against its
+// own keys) matches the CPU's, -inf padding included; V4-Flash indexer shapes (64 heads x 128).
+TEST_F(Attn, IndexerScoresBatchMatchesCpu) {
+  SEED_TRACE();
+  Rng rng;
+  const int64_t M = 12, nh = 64, d = 128, N = 1100;
+  const Tensor q = rand_host(rng, {M, nh, d}), w = rand_host(rng, {M, nh});
+  std::vector<Tensor> keys;
+  std::vector<int32_t> vis(M);
+  std::vector<Backend::IndexerSegment> hsegs, dsegs;
+  std::vector<Tensor> dkeys;
+  for (int64_t i = 0; i < M; i += 2) {  // every other row, each with its own keys
+    const int64_t E = i == 0 ? N : rng.integer(0, N);
+    keys.push_back(rand_host(rng, {E, d}));
+    dkeys.push_back(E > 0 ? to_dev(*gpu, keys.back()) : Tensor());
+    vis[i] = static_cast<int32_t>(i == 2 ? E / 2 : E);
+    hsegs.push_back({M - 1 - i, 1, E > 0 ? keys.back().view() : TensorView()});
+    dsegs.push_back({M - 1 - i, 1, dkeys.back().view()});
+  }
+  std::reverse(vis.begin(), vis.end());  // vis[M - 1 - i] belongs to segment i / 2
+  const Tensor visible = i32_host(vis, {M});
+  const int64_t R = static_cast<int64_t>(hsegs.size());
+  Tensor ref = host({R, N});
+  cpu->indexer_scores_batch(q, hsegs, w, 0.3f, visible, ref);
+  Tensor out = dev_poisoned(*gpu, {R, N});
+  gpu->indexer_scores_batch(to_dev(*gpu, q), dsegs, to_dev(*gpu, w), 0.3f, to_dev(*gpu, visible),
+                            out);
+  const Tensor got = to_host(*gpu, out);
+  int64_t finite = 0;
+  for (int64_t i = 0; i < R * N; ++i) {
+    const float r = ref.data_as<float>()[i], g = got.data_as<float>()[i];
+    if (std::isinf(r)) {
+      ASSERT_EQ(g, r) << i;
+    } else {
+      ++finite;
+      ASSERT_NEAR(g, r, 1e-4f * (1.f + std::fabs(r))) << i;
+    }
+  }
+  EXPECT_GT(finite, N);
+}
+
 TEST_F(Attn, IndexerScoresMatchCpu) {
   SEED_TRACE();
   for (auto [M, nh, d, E] :

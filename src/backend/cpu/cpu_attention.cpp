@@ -212,6 +212,34 @@ void CpuBackend::attention(const TensorView& q, const TensorView& win_kv, int64_
   }
 }
 
+void CpuBackend::indexer_scores_batch(const TensorView& q, std::span<const IndexerSegment> segments,
+                                      const TensorView& w, float scale, const TensorView& visible,
+                                      const TensorView& scores) {
+  using cpu::kAny;
+  const char* op = "indexer_scores_batch";
+  cpu::expect(op, "q", q, DType::kF32, {kAny, kAny, kAny});
+  cpu::expect(op, "scores", scores, DType::kF32, {kAny, kAny});
+  const int64_t N = scores.dim(1);
+  const int64_t R =
+      arg_checks::expect_indexer_segments(op, segments, q.dim(0), q.dim(2), N, Device::kCpu);
+  cpu::expect(op, "scores", scores, DType::kF32, {R, N});
+  int64_t out_row = 0;
+  for (const IndexerSegment& seg : segments) {
+    const int64_t S = seg.count, E = cpu::given(seg.k) ? seg.k.dim(0) : 0;
+    if (S == 0) continue;
+    Tensor part = Tensor::empty({S, E});
+    indexer_scores(q.slice_rows(seg.row0, seg.row0 + S), seg.k,
+                   w.slice_rows(seg.row0, seg.row0 + S), scale,
+                   visible.slice_rows(seg.row0, seg.row0 + S), part);
+    for (int64_t r = 0; r < S; ++r) {
+      float* dst = scores.data_as<float>() + (out_row + r) * N;
+      std::copy_n(part.data_as<float>() + r * E, E, dst);
+      std::fill(dst + E, dst + N, kNegInf);
+    }
+    out_row += S;
+  }
+}
+
 void CpuBackend::indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w,
                                 float scale, const TensorView& visible, const TensorView& scores) {
   using cpu::kAny;

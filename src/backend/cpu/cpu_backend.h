@@ -57,6 +57,9 @@ class CpuBackend final : public Backend {
                        const TensorView& out) override;
   void indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w, float scale,
                       const TensorView& visible, const TensorView& scores) override;
+  void indexer_scores_batch(const TensorView& q, std::span<const IndexerSegment> segments,
+                            const TensorView& w, float scale, const TensorView& visible,
+                            const TensorView& scores) override;
   void topk(const TensorView& scores, int k, const TensorView& idx) override;
 
   void route(const TensorView& logits, ScoringFunc func, const TensorView& bias,

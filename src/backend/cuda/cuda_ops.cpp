@@ -230,6 +230,38 @@ void CudaBackend::indexer_scores(const TensorView& q, const TensorView& k, const
   }
 }
 
+void CudaBackend::indexer_scores_batch(const TensorView& q,
+                                       std::span<const IndexerSegment> segments,
+                                       const TensorView& w, float scale, const TensorView& visible,
+                                       const TensorView& scores) {
+  const char* op = "indexer_scores_batch";
+  OpScope s(*this, op);
+  expect(op, "q", q, DType::kF32, {kAny, kAny, kAny});
+  const int64_t M = q.dim(0), nh = q.dim(1), d = q.dim(2);
+  expect(op, "w", w, DType::kF32, {M, nh});
+  expect(op, "visible", visible, DType::kI32, {M});
+  expect(op, "scores", scores, DType::kF32, {kAny, kAny});
+  const int64_t N = scores.dim(1);
+  const int64_t R = arg_checks::expect_indexer_segments(op, segments, M, d, N, Device::kCuda);
+  expect(op, "scores", scores, DType::kF32, {R, N});
+  DI_CHECK(indexer_rows_smem(nh, d) <= 200 * 1024, ErrorCode::kUnsupported,
+           "{}: {} heads of {} dims exceed the kernel's shared memory", op, nh, d);
+  if (R == 0 || N == 0) return;
+  std::vector<IndexerRow> rows;
+  rows.reserve(static_cast<size_t>(R));
+  for (const IndexerSegment& seg : segments)
+    for (int64_t r = 0; r < seg.count; ++r)
+      rows.push_back({given(seg.k) ? seg.k.data_as<float>() : nullptr, seg.row0 + r,
+                      given(seg.k) ? seg.k.dim(0) : 0});
+  const std::shared_ptr<void> rows_dev =
+      upload_scratch(rows.data(), rows.size() * sizeof(IndexerRow));
+  check(
+      launch_indexer_rows(q.data_as<float>(), nh, d, w.data_as<float>(), visible.data_as<int32_t>(),
+                          static_cast<const IndexerRow*>(rows_dev.get()), R, N, scale,
+                          scores.data_as<float>(), ctx_->error_word(), ctx_->stream()),
+      op);
+}
+
 void CudaBackend::topk(const TensorView& scores, int k, const TensorView& idx) {
   const char* op = "topk";
   OpScope s(*this, op);

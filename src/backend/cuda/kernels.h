@@ -109,6 +109,20 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
 cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,
                                   const float* w, float scale, const int32_t* visible,
                                   float* scores, int32_t* err, cudaStream_t stream);
+// One scored row of indexer_scores_batch: its sequence's keys.
+struct IndexerRow {
+  const float* k;  // [E, d], or null when E == 0
+  int64_t q_row;   // its row of q, w and visible
+  int64_t E;
+};
+// scores[r, e] = scale * sum_h w[t, h] * relu(q[t, h] . k_r[e]) for e < min(visible[t], E_r), else
+// -inf (t = rows[r].q_row), for R rows of N columns; fp32 FMAs, one block per (row, 32 entries).
+// indexer_rows_smem() bytes of shared memory per block (the op refuses shapes above 200 KiB).
+int64_t indexer_rows_smem(int64_t nh, int64_t d);
+cudaError_t launch_indexer_rows(const float* q, int64_t nh, int64_t d, const float* w,
+                                const int32_t* visible, const IndexerRow* rows, int64_t R,
+                                int64_t N, float scale, float* scores, int32_t* err,
+                                cudaStream_t stream);
 inline constexpr int kMaxTopk = 8192;
 cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_t* idx,
                         cudaStream_t stream);

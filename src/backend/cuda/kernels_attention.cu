@@ -103,6 +103,53 @@ __global__ void indexer_reduce_kernel(const float* dots, int64_t M, int64_t nh, 
   }
 }
 
+// indexer_scores_batch: block (row r, 32 entries). q's row [nh, d] and the entries' keys are
+// staged in shared memory (q rows padded by one float: lanes read different heads at the same
+// dim without bank conflicts); warp w scores entries 4w .. 4w+3, its lanes taking heads
+// lane, lane + 32, ..., then a warp sum over the heads.
+constexpr int kIdxEntries = 32;
+constexpr int kIdxThreads = 256;
+
+__global__ void indexer_rows_kernel(const float* q, int64_t nh, int64_t d, const float* w,
+                                    const int32_t* visible, const IndexerRow* rows, int64_t N,
+                                    float scale, float* scores, int32_t* err) {
+  extern __shared__ float sm[];
+  const IndexerRow row = rows[blockIdx.x];
+  const int64_t e0 = int64_t{blockIdx.y} * kIdxEntries;
+  float* out = scores + int64_t{blockIdx.x} * N;
+  int64_t vis = visible[row.q_row];
+  if (vis < 0 || vis > row.E) {
+    if (blockIdx.y == 0 && threadIdx.x == 0) flag_error(err, kErrIndexerVisible);
+    vis = vis < 0 ? 0 : row.E;
+  }
+  const int64_t live = vis - e0 < kIdxEntries ? (vis - e0 > 0 ? vis - e0 : 0) : kIdxEntries;
+  for (int64_t e = e0 + live + threadIdx.x; e < e0 + kIdxEntries && e < N; e += blockDim.x)
+    out[e] = neg_inf();
+  if (live == 0) return;
+  const int64_t dq = d + 1;
+  float* qs = sm;                    // [nh][d + 1]
+  float* ks = qs + nh * dq;          // [32][d]
+  float* ws = ks + kIdxEntries * d;  // [nh]
+  const float* qrow = q + row.q_row * nh * d;
+  for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) qs[(i / d) * dq + i % d] = qrow[i];
+  for (int64_t i = threadIdx.x; i < live * d; i += blockDim.x) ks[i] = row.k[e0 * d + i];
+  for (int64_t h = threadIdx.x; h < nh; h += blockDim.x) ws[h] = w[row.q_row * nh + h];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int j = warp * 4; j < warp * 4 + 4 && j < live; ++j) {
+    const float* kj = ks + j * d;
+    float sum = 0.f;
+    for (int64_t h = lane; h < nh; h += 32) {
+      const float* qh = qs + h * dq;
+      float dot = 0.f;
+      for (int64_t i = 0; i < d; ++i) dot = fmaf(qh[i], kj[i], dot);
+      sum += ws[h] * fmaxf(dot, 0.f);
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) out[e0 + j] = sum * scale;
+  }
+}
+
 constexpr int kTopkThreads = 512;
 
 // One block per row: an MSB-first radix select (8 bits a pass) finds the k-th largest key, the k
@@ -222,6 +269,27 @@ cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int6
   const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
   indexer_reduce_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(
       dots, M, nh, E, w, scale, visible, scores, err);
+  return cudaGetLastError();
+}
+
+int64_t indexer_rows_smem(int64_t nh, int64_t d) {
+  return (nh * (d + 1) + kIdxEntries * d + nh) * static_cast<int64_t>(sizeof(float));
+}
+
+cudaError_t launch_indexer_rows(const float* q, int64_t nh, int64_t d, const float* w,
+                                const int32_t* visible, const IndexerRow* rows, int64_t R,
+                                int64_t N, float scale, float* scores, int32_t* err,
+                                cudaStream_t stream) {
+  if (R <= 0 || N <= 0) return cudaSuccess;
+  const int64_t tiles = (N + kIdxEntries - 1) / kIdxEntries;
+  const int64_t smem = indexer_rows_smem(nh, d);
+  if (R > 0x7fffffff || tiles > 65535 || smem > 200 * 1024) return cudaErrorInvalidValue;
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      indexer_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+  if (attr != cudaSuccess) return attr;
+  indexer_rows_kernel<<<dim3(static_cast<unsigned>(R), static_cast<unsigned>(tiles)), kIdxThreads,
+                        static_cast<size_t>(smem), stream>>>(q, nh, d, w, visible, rows, N, scale,
+                                                             scores, err);
   return cudaGetLastError();
 }
 

@@ -107,6 +107,7 @@ struct SegmentWork {
   TensorView win;
   Tensor win_holder, idx_holder;
   bool comp_staged = false, index_staged = false;
+  bool index_batched = false;  // a decode row: its indexer selection runs with the others'
 };
 
 // First pass, per segment: ring update and compressor updates, their row copies queued on
@@ -178,6 +179,37 @@ Backend::AttentionSegment select_keys(Backend& b, const ModelConfig& c, const Mo
   return keys;
 }
 
+// The lightning indexer for every decode row (one-token segment) of a CSA layer at once: one
+// scoring launch and one top-k over [rows, largest E] (a row's columns past its own E are -inf
+// and come out of the top-k as -1, which the attention skips: the same keys as alone).
+Tensor select_keys_of_decode_rows(Backend& b, const ModelConfig& c, const LayerRows& rows,
+                                  int layer, const StepInputs& in,
+                                  const std::vector<SegmentWork>& work,
+                                  std::vector<Backend::AttentionSegment>& keys) {
+  std::vector<Backend::IndexerSegment> segs;
+  std::vector<size_t> which;
+  int64_t E_max = 0;
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (!work[i].index_batched) continue;
+    const Segment& seg = in.segments[i];
+    const TensorView entries = seg.state->layers[layer].indexer.entries.view();
+    segs.push_back({seg.row0, 1, entries});
+    which.push_back(i);
+    E_max = std::max(E_max, entries.dim(0));
+  }
+  if (segs.empty()) return {};
+  const int64_t R = static_cast<int64_t>(segs.size());
+  const int nh = c.index_n_heads, di = c.index_head_dim;
+  Tensor scores = b.empty({R, E_max});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(di)) / std::sqrt(static_cast<float>(nh));
+  b.indexer_scores_batch(rows.index_q, segs, rows.index_w, scale, rows.visible, scores);
+  const int k = static_cast<int>(std::min<int64_t>(c.index_topk, E_max));
+  Tensor idx = b.empty({R, k}, DType::kI32);
+  b.topk(scores, k, idx);
+  for (int64_t r = 0; r < R; ++r) keys[which[r]].comp_idx = idx.view().slice_rows(r, r + 1);
+  return idx;
+}
+
 }  // namespace
 
 Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
@@ -223,6 +255,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   std::vector<Backend::AttentionSegment> keys;
   for (size_t i = 0; i < in.segments.size(); ++i)
     keys.push_back(select_keys(b, c, weights, layer, rows, in.segments[i], work[i]));
+  const Tensor decode_idx = select_keys_of_decode_rows(b, c, rows, layer, in, work, keys);
   b.attention_batch(q3, keys, c.sliding_window, w.sinks, 1.0f / std::sqrt(static_cast<float>(hd)),
                     attn);
   // K = V carried RoPE into the output's rope dims: rotate back to the query's frame.
