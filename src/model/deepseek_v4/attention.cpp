@@ -166,7 +166,9 @@ Backend::AttentionSegment select_keys(Backend& b, const ModelConfig& c, const Mo
       // Every row sees at most the windows closed up to it: (position + 1) / m <= E.
       const TensorView visible = rows.visible.slice_rows(r0, r1);
       keys.comp_kv = st.comp.entries.view();
-      if (csa) {
+      if (csa && seg.count == 1) {
+        work.index_batched = true;  // select_keys_of_decode_rows fills comp_idx
+      } else if (csa) {
         work.idx_holder =
             indexer_select(b, c, rows.index_q.view().slice_rows(r0, r1),
                            rows.index_w.view().slice_rows(r0, r1), visible, st.indexer);
