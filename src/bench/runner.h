@@ -85,7 +85,8 @@ class BenchRunner {
   // Feeds `context` random tokens into each state, batching sequences into chunked forwards;
   // or, synthetic, sets each state to `context` tokens with room for `reserve` more.
   // One timed forward: the logits come back on the host; issue_seconds = host time until the
-  // forward had queued its work, the return value = the whole step (timer_).
+  // forward had queued its work, seconds = until the logits are ready on the device (timer_;
+  // their download for the next ids is not timed).
   Tensor timed_forward(std::span<const deepseek_v4::Model::BatchItem> items, double* issue_seconds,
                        double* seconds);
   void fill_context(std::vector<deepseek_v4::SequenceState>& states, int64_t context,

@@ -231,7 +231,7 @@ HcInputs hc_inputs(Rng& rng, int64_t M, int64_t hc, int64_t D, int64_t nmix) {
 TEST_F(Ops, HcPrePostHeadMatchCpu) {
   SEED_TRACE();
   for (auto [M, hc, D] : std::vector<std::array<int64_t, 3>>{
-           {1, 4, 64}, {5, 4, 200}, {33, 2, 96}, {3, 4, 4096}, {37, 4, 4096}}) {
+           {1, 4, 64}, {5, 4, 200}, {33, 2, 96}, {3, 4, 4096}, {37, 4, 4096}, {3, 6, 64}}) {
     Rng rng;
     const int64_t nmix = (2 + hc) * hc;
     const HcInputs in = hc_inputs(rng, M, hc, D, nmix);

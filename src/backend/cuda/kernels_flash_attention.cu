@@ -20,6 +20,7 @@ namespace {
 
 constexpr int kHeads = kAttnHeadsPerBlock;  // heads per block (the mma M)
 constexpr int kChunk = 32;                  // keys per chunk
+constexpr int64_t kMinKeysPerSplit = 4 * kChunk;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 8;  // fp16 row padding: rows 16 bytes apart in the banks (ldmatrix)
@@ -382,8 +383,11 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
   const int64_t target = 3 * static_cast<int64_t>(num_sms > 0 ? num_sms : 132);
   if (blocks >= target || max_keys <= kChunk) return 1;
   int64_t splits = (target + blocks - 1) / blocks;
-  const int64_t chunks = (max_keys + kChunk - 1) / kChunk;
-  if (splits > chunks) splits = chunks;
+  // At least kMinKeysPerSplit keys per split: splits are chosen per sequence (invariance), so in
+  // a decode batch every row splits; one 32-key chunk per block spent most of each block on
+  // staging q and the merge (batch 128: 10k blocks per layer).
+  const int64_t per_split_cap = (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  if (splits > per_split_cap) splits = per_split_cap;
   if (splits > 64) splits = 64;
   return static_cast<int>(splits < 1 ? 1 : splits);
 }

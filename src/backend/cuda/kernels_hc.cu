@@ -111,6 +111,34 @@ __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
   }
 }
 
+// The same Sinkhorn sequence with one lane per element of the [hc, hc] matrix (hc * hc <= 32, the
+// whole warp calling): row and column sums are shuffles taken in the single-thread order, so
+// the results are bitwise those of sinkhorn() (which took ~25 us of one thread per row).
+__device__ float sinkhorn_warp(float v, int hc, int iters, float eps) {
+  const int lane = threadIdx.x & 31, i = lane / hc, j = lane % hc;
+  const unsigned full = 0xffffffffu;
+  auto row_sum = [&](float x) {
+    float s = 0.f;
+    for (int k = 0; k < hc; ++k) s += __shfl_sync(full, x, i * hc + k);
+    return s;
+  };
+  auto col_sum = [&](float x) {
+    float s = 0.f;
+    for (int k = 0; k < hc; ++k) s += __shfl_sync(full, x, k * hc + j);
+    return s;
+  };
+  float mx = neg_inf();
+  for (int k = 0; k < hc; ++k) mx = fmaxf(mx, __shfl_sync(full, v, i * hc + k));
+  v = expf(v - mx);
+  v = v / row_sum(v) + eps;
+  v /= col_sum(v) + eps;
+  for (int it = 1; it < iters; ++it) {
+    v /= row_sum(v) + eps;
+    v /= col_sum(v) + eps;
+  }
+  return v;
+}
+
 __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
                               const float* base, const float* scale, int iters, float hc_eps,
                               float norm_eps, float* collapsed, float* post, float* comb) {
@@ -120,7 +148,19 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* pa
   const int nmix = (2 + hc) * hc;
   const float* x = X + m * W;
   row_mixes(partial, m, nchunks, nmix, W, norm_eps, mix);
-  if (threadIdx.x == 0) {
+  if (hc * hc <= 32) {
+    if (threadIdx.x < 32) {
+      const int lane = threadIdx.x;
+      if (lane < hc) {
+        pre[lane] = sigmoidf_(mix[lane] * scale[0] + base[lane]) + hc_eps;
+        post[m * hc + lane] = 2.f * sigmoidf_(mix[hc + lane] * scale[1] + base[hc + lane]);
+      }
+      const bool mine = lane < hc * hc;
+      float v = mine ? mix[2 * hc + lane] * scale[2] + base[2 * hc + lane] : 0.f;
+      v = sinkhorn_warp(v, hc, iters, hc_eps);
+      if (mine) comb[m * hc * hc + lane] = v;
+    }
+  } else if (threadIdx.x == 0) {
     for (int h = 0; h < hc; ++h) {
       pre[h] = sigmoidf_(mix[h] * scale[0] + base[h]) + hc_eps;
       post[m * hc + h] = 2.f * sigmoidf_(mix[hc + h] * scale[1] + base[hc + h]);
