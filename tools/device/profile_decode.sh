@@ -3,7 +3,7 @@
 # per-op host time with the device drained after every op (DEEPINFER_CUDA_SYNC=1, so an op's
 # time is its GPU time plus one launch), per-op issue time without it, and an nsys kernel summary
 # when nsys is installed. V4-Flash shapes, random weights, 4k synthetic context.
-# Usage: OUT=/tmp/prof BATCHES="1 64" bash tools/device/profile_decode.sh
+# Usage: OUT=/tmp/prof BATCHES="1 64" [PREFILL=4096] bash tools/device/profile_decode.sh
 set -uo pipefail
 B=${B:-build-gpu/src/api/deepinfer}
 OUT=${OUT:-/tmp/profile_decode}
@@ -20,6 +20,14 @@ for n in ${BATCHES:-1}; do
   echo "== batch $n, issue only (rc=$?)"
   grep -E "cpu section|^[a-z_ :]+ +[0-9]+ |^decode " "$OUT/ops_issue_b$n.txt" | sort -k3 -n -r | head -30
 done
+if [[ -n "${PREFILL:-}" ]]; then  # prefill of PREFILL tokens, synced after every op
+  DEEPINFER_CPU_TIMER=1 DEEPINFER_CUDA_SYNC=1 DEEPINFER_DISABLE_SYNC_GUARD=1 \
+    "$B" bench --device cuda --random-weights --preset v4-flash --num-layers "$LAYERS" \
+    --mode prefill --prefill-batch-size "$PREFILL" --warmup-steps 1 --num-steps 2 \
+    >"$OUT/ops_synced_prefill.txt" 2>&1
+  echo "== prefill $PREFILL tokens, synced after every op (rc=$?)"
+  grep -E "cpu section|^[a-z_ :]+ +[0-9]+ " "$OUT/ops_synced_prefill.txt" | sort -k3 -n -r | head -30
+fi
 NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
 if [[ -n "$NSYS" ]]; then
   "$NSYS" profile -t cuda -o "$OUT/decode_b1" --force-overwrite true "$B" "${P[@]}" \
