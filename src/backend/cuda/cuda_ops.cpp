@@ -41,6 +41,8 @@ void CudaBackend::hc_post(const TensorView& X, const TensorView& y, const Tensor
   OpScope s(*this, op);
   expect(op, "X", X, DType::kF32, {kAny, kAny, kAny});
   const int64_t M = X.dim(0), hc = X.dim(1), D = X.dim(2);
+  DI_CHECK(hc <= kMaxHc, ErrorCode::kUnsupported, "hc_post: {} streams exceed the supported {}", hc,
+           kMaxHc);
   expect(op, "y", y, DType::kF32, {M, D});
   expect(op, "post", post, DType::kF32, {M, hc});
   expect(op, "comb", comb, DType::kF32, {M, hc, hc});

@@ -18,39 +18,39 @@ constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 // only on that row (same chunking and summation order at any M): batch invariant.
 constexpr int kMixChunk = 128;  // row elements per chunk
 constexpr int kMixRows = 16;    // rows per block
-constexpr int kMixPer = kMixChunk / 32;
 
 __global__ void hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, const float* fn,
                                       int nmix, float* partial) {
-  __shared__ float xs[kMixRows][kMixChunk];
+  // Rows and fn's rows of the chunk in shared memory, padded by one float so that the threads
+  // of a warp (different rows / fn rows, same column) hit different banks.
+  extern __shared__ float sm[];
+  constexpr int ld = kMixChunk + 1;
+  float* xs = sm;                  // [kMixRows][ld]
+  float* fs = sm + kMixRows * ld;  // [nmix][ld]
   const int64_t r0 = int64_t{blockIdx.x} * kMixRows;
   const int64_t c0 = int64_t{blockIdx.y} * kMixChunk;
   const int rows = static_cast<int>(M - r0 < kMixRows ? M - r0 : kMixRows);
   const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
   for (int i = threadIdx.x; i < kMixRows * kMixChunk; i += blockDim.x) {
     const int r = i / kMixChunk, k = i % kMixChunk;
-    xs[r][k] = r < rows && k < len ? X[(r0 + r) * W + c0 + k] : 0.f;
+    xs[r * ld + k] = r < rows && k < len ? X[(r0 + r) * W + c0 + k] : 0.f;
+  }
+  for (int i = threadIdx.x; i < nmix * kMixChunk; i += blockDim.x) {
+    const int j = i / kMixChunk, k = i % kMixChunk;
+    fs[j * ld + k] = k < len ? fn[j * W + c0 + k] : 0.f;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  // One thread per (row, mix): a sequential dot over the chunk (the last mix slot is the sum of
+  // squares), so a row's partials never depend on the block's other rows.
   const int64_t nchunks = gridDim.y;
-  for (int j = warp; j <= nmix; j += nw) {
-    float f[kMixPer];
-#pragma unroll
-    for (int i = 0; i < kMixPer; ++i) {
-      const int k = lane + 32 * i;
-      f[i] = j < nmix && k < len ? fn[j * W + c0 + k] : 0.f;
-    }
-    for (int r = 0; r < rows; ++r) {
-      float acc = 0.f;
-#pragma unroll
-      for (int i = 0; i < kMixPer; ++i) {
-        const float x = xs[r][lane + 32 * i];
-        acc += j < nmix ? x * f[i] : x * x;
-      }
-      acc = warp_sum(acc);
-      if (lane == 0) partial[((r0 + r) * nchunks + blockIdx.y) * (nmix + 1) + j] = acc;
-    }
+  for (int t = threadIdx.x; t < kMixRows * (nmix + 1); t += blockDim.x) {
+    const int r = t % kMixRows, j = t / kMixRows;
+    if (r >= rows) continue;
+    const float* x = xs + r * ld;
+    const float* f = j < nmix ? fs + j * ld : x;
+    float acc = 0.f;
+    for (int k = 0; k < kMixChunk; ++k) acc = fmaf(x[k], f[k], acc);
+    partial[((r0 + r) * nchunks + blockIdx.y) * (nmix + 1) + j] = acc;
   }
 }
 
@@ -188,16 +188,22 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
   collapse(x, pre, hc, D, out + m * D);
 }
 
-// One thread per output element (m, h, d); the weight of X[m, j] in stream h is comb[m, j, h].
+// One thread per (m, d) writing all hc streams: X[m, :, d] is read once (not once per output
+// stream); the weight of X[m, j] in stream h is comb[m, j, h], summed in the same order as before.
 __global__ void hc_post_kernel(const float* X, const float* y, const float* post, const float* comb,
                                int64_t M, int hc, int64_t D, float* out) {
-  const int64_t total = M * hc * D;
+  const int64_t total = M * D;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t d = t % D, mh = t / D, m = mh / hc, h = mh % hc;
-    float o = post[mh] * y[m * D + d];
-    for (int j = 0; j < hc; ++j) o += comb[(m * hc + j) * hc + h] * X[(m * hc + j) * D + d];
-    out[t] = o;
+    const int64_t d = t % D, m = t / D;
+    float x[kMaxHc];
+    for (int j = 0; j < hc; ++j) x[j] = X[(m * hc + j) * D + d];
+    const float yv = y[m * D + d];
+    for (int h = 0; h < hc; ++h) {
+      float o = post[m * hc + h] * yv;
+      for (int j = 0; j < hc; ++j) o += comb[(m * hc + j) * hc + h] * x[j];
+      out[(m * hc + h) * D + d] = o;
+    }
   }
 }
 
@@ -214,8 +220,13 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
   const int64_t chunks = (W + kMixChunk - 1) / kMixChunk, tiles = (M + kMixRows - 1) / kMixRows;
   if (chunks > 65535 || tiles > INT_MAX) return cudaErrorInvalidValue;
   *nchunks = static_cast<int>(chunks);
+  const size_t smem = static_cast<size_t>(kMixRows + nmix) * (kMixChunk + 1) * sizeof(float);
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      hc_mix_partial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      (kMixRows + kMaxMix) * (kMixChunk + 1) * static_cast<int>(sizeof(float)));
+  if (attr != cudaSuccess) return attr;
   hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)),
-                          kThreads, 0, stream>>>(X, M, W, fn, nmix, partial);
+                          kThreads, smem, stream>>>(X, M, W, fn, nmix, partial);
   return cudaGetLastError();
 }
 
@@ -239,8 +250,9 @@ cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, cons
 
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,
                            int64_t M, int64_t hc, int64_t D, float* out, cudaStream_t stream) {
-  const int64_t total = M * hc * D;
+  const int64_t total = M * D;
   if (total <= 0) return cudaSuccess;
+  if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
   hc_post_kernel<<<blocks_for(total < (int64_t{1} << 24) ? total : (int64_t{1} << 24), kThreads),
                    kThreads, 0, stream>>>(X, y, post, comb, M, static_cast<int>(hc), D, out);
   return cudaGetLastError();
