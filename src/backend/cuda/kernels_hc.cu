@@ -40,17 +40,34 @@ __global__ void hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, cons
     fs[j * ld + k] = k < len ? fn[j * W + c0 + k] : 0.f;
   }
   __syncthreads();
-  // One thread per (row, mix): a sequential dot over the chunk (the last mix slot is the sum of
-  // squares), so a row's partials never depend on the block's other rows.
+  // One thread per (4 rows, mix): sequential dots over the chunk (the last mix slot is the sum
+  // of squares), one fn load serving 4 rows; a row's partials never depend on the block's other
+  // rows (same chain of FMAs for any M).
   const int64_t nchunks = gridDim.y;
-  for (int t = threadIdx.x; t < kMixRows * (nmix + 1); t += blockDim.x) {
-    const int r = t % kMixRows, j = t / kMixRows;
-    if (r >= rows) continue;
-    const float* x = xs + r * ld;
-    const float* f = j < nmix ? fs + j * ld : x;
-    float acc = 0.f;
-    for (int k = 0; k < kMixChunk; ++k) acc = fmaf(x[k], f[k], acc);
-    partial[((r0 + r) * nchunks + blockIdx.y) * (nmix + 1) + j] = acc;
+  constexpr int kRowsPerThread = 4;
+  constexpr int kGroups = kMixRows / kRowsPerThread;
+  for (int t = threadIdx.x; t < kGroups * (nmix + 1); t += blockDim.x) {
+    const int g = t % kGroups, j = t / kGroups, rbase = g * kRowsPerThread;
+    if (rbase >= rows) continue;
+    const float* x = xs + rbase * ld;
+    float acc[kRowsPerThread] = {0.f, 0.f, 0.f, 0.f};
+    if (j < nmix) {
+      const float* f = fs + j * ld;
+      for (int k = 0; k < kMixChunk; ++k) {
+        const float fk = f[k];
+#pragma unroll
+        for (int i = 0; i < kRowsPerThread; ++i) acc[i] = fmaf(x[i * ld + k], fk, acc[i]);
+      }
+    } else {
+      for (int k = 0; k < kMixChunk; ++k)
+#pragma unroll
+        for (int i = 0; i < kRowsPerThread; ++i) {
+          const float v = x[i * ld + k];
+          acc[i] = fmaf(v, v, acc[i]);
+        }
+    }
+    for (int i = 0; i < kRowsPerThread && rbase + i < rows; ++i)
+      partial[((r0 + rbase + i) * nchunks + blockIdx.y) * (nmix + 1) + j] = acc[i];
   }
 }
 
