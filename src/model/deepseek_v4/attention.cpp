@@ -86,15 +86,19 @@ LayerRows project_layer_rows(Backend& b, const ModelConfig& c, const AttentionWe
   return r;
 }
 
-// Lightning indexer of one segment: picks, per query, the top-k compressed entries among those it
-// may see. q3 [S, nh, di], hw [S, nh], visible [S]: the segment's rows.
+// The indexer's scale: 1 / sqrt(head dim) / sqrt(heads).
+float indexer_scale(const ModelConfig& c) {
+  return 1.0f / std::sqrt(static_cast<float>(c.index_head_dim)) /
+         std::sqrt(static_cast<float>(c.index_n_heads));
+}
+
+// Lightning indexer of some rows: picks, per query, the top-k of the entries it may see among
+// keys [E, di]. q3 [S, nh, di], hw [S, nh], visible [S] (every value <= E).
 Tensor indexer_select(Backend& b, const ModelConfig& c, const TensorView& q3, const TensorView& hw,
-                      const TensorView& visible, const CompressorState& ist) {
-  const int64_t S = q3.dim(0), E = ist.entries.rows();
-  const int nh = c.index_n_heads, di = c.index_head_dim;
+                      const TensorView& visible, const TensorView& keys) {
+  const int64_t S = q3.dim(0), E = keys.dim(0);
   Tensor scores = b.empty({S, E});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(di)) / std::sqrt(static_cast<float>(nh));
-  b.indexer_scores(q3, ist.entries.view(), hw, scale, visible, scores);
+  b.indexer_scores(q3, keys, hw, indexer_scale(c), visible, scores);
   const int k = static_cast<int>(std::min<int64_t>(c.index_topk, E));
   Tensor idx = b.empty({S, k}, DType::kI32);
   b.topk(scores, k, idx);
@@ -105,10 +109,15 @@ Tensor indexer_select(Backend& b, const ModelConfig& c, const TensorView& q3, co
 // which compressors had their rows queued (their full windows pool once the copies ran).
 struct SegmentWork {
   TensorView win;
-  Tensor win_holder, idx_holder;
+  Tensor win_holder;
+  std::vector<Tensor> idx_holders;
   bool comp_staged = false, index_staged = false;
   bool index_batched = false;  // a decode row: its indexer selection runs with the others'
 };
+
+// Query rows per indexer call of a long segment: each chunk scores only the entries its last
+// row may see (a prompt's early rows see few), which halves a long prefill's indexer GEMMs.
+constexpr int64_t kIndexerChunkRows = 256;
 
 // First pass, per segment: ring update and compressor updates, their row copies queued on
 // `copies` where they fit (every decode token), the rest run directly.
@@ -136,20 +145,21 @@ void stage_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights
 }
 
 // Second pass, per segment (after the queued copies): full windows pooled, the indexer's
-// selection; returns what the segment's rows attend to.
-Backend::AttentionSegment select_keys(Backend& b, const ModelConfig& c, const ModelWeights& weights,
-                                      int layer, const LayerRows& rows, const Segment& seg,
-                                      SegmentWork& work) {
+// selection; appends what the segment's rows attend to (one entry, or one per indexer chunk of
+// a long CSA segment).
+void select_keys(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
+                 const LayerRows& rows, const StepInputs& in, const Segment& seg, SegmentWork& work,
+                 std::vector<Backend::AttentionSegment>& out) {
   const AttentionWeights& w = weights.layers[layer].attn;
   LayerState& st = seg.state->layers[layer];
-  const int64_t r0 = seg.row0, r1 = seg.row0 + seg.count;
+  const int64_t r0 = seg.row0, r1 = seg.row0 + seg.count, S = seg.count;
   const int hd = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const AttnType type = c.layer_types[layer];
 
   Backend::AttentionSegment keys;
   keys.row0 = r0;
-  keys.count = seg.count;
+  keys.count = S;
   keys.win_kv = work.win;
   if (w.has_compressor) {
     const int m = c.compress_rate(layer);
@@ -164,21 +174,35 @@ Backend::AttentionSegment select_keys(Backend& b, const ModelConfig& c, const Mo
     if (csa) DI_ASSERT(st.indexer.entries.rows() == E);
     if (E > 0) {
       // Every row sees at most the windows closed up to it: (position + 1) / m <= E.
-      const TensorView visible = rows.visible.slice_rows(r0, r1);
       keys.comp_kv = st.comp.entries.view();
-      if (csa && seg.count == 1) {
+      if (!csa) {
+        keys.comp_visible = rows.visible.slice_rows(r0, r1);
+      } else if (S == 1) {
         work.index_batched = true;  // select_keys_of_decode_rows fills comp_idx
-      } else if (csa) {
-        work.idx_holder =
-            indexer_select(b, c, rows.index_q.view().slice_rows(r0, r1),
-                           rows.index_w.view().slice_rows(r0, r1), visible, st.indexer);
-        keys.comp_idx = work.idx_holder.view();
       } else {
-        keys.comp_visible = visible;
+        // Chunks of rows, each against the entries its last row may see, each its own
+        // attention segment (rows [a, b) of the segment see window rows [0, P + b)).
+        const int64_t P = work.win.dim(0) - S;
+        for (int64_t a = 0; a < S; a += kIndexerChunkRows) {
+          const int64_t e = std::min(S, a + kIndexerChunkRows);
+          const int64_t Ec = std::min<int64_t>(E, (in.positions[r0 + e - 1] + 1) / m);
+          Backend::AttentionSegment part{r0 + a, e - a, work.win.slice_rows(0, P + e), {}, {}, {}};
+          if (Ec > 0) {
+            work.idx_holders.push_back(
+                indexer_select(b, c, rows.index_q.view().slice_rows(r0 + a, r0 + e),
+                               rows.index_w.view().slice_rows(r0 + a, r0 + e),
+                               rows.visible.slice_rows(r0 + a, r0 + e),
+                               st.indexer.entries.view().slice_rows(0, Ec)));
+            part.comp_kv = keys.comp_kv;
+            part.comp_idx = work.idx_holders.back().view();
+          }
+          out.push_back(part);
+        }
+        return;
       }
     }
   }
-  return keys;
+  out.push_back(keys);
 }
 
 // The lightning indexer for every decode row (one-token segment) of a CSA layer at once: one
@@ -187,6 +211,7 @@ Backend::AttentionSegment select_keys(Backend& b, const ModelConfig& c, const Mo
 Tensor select_keys_of_decode_rows(Backend& b, const ModelConfig& c, const LayerRows& rows,
                                   int layer, const StepInputs& in,
                                   const std::vector<SegmentWork>& work,
+                                  const std::vector<size_t>& first_key,
                                   std::vector<Backend::AttentionSegment>& keys) {
   std::vector<Backend::IndexerSegment> segs;
   std::vector<size_t> which;
@@ -201,14 +226,13 @@ Tensor select_keys_of_decode_rows(Backend& b, const ModelConfig& c, const LayerR
   }
   if (segs.empty()) return {};
   const int64_t R = static_cast<int64_t>(segs.size());
-  const int nh = c.index_n_heads, di = c.index_head_dim;
   Tensor scores = b.empty({R, E_max});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(di)) / std::sqrt(static_cast<float>(nh));
-  b.indexer_scores_batch(rows.index_q, segs, rows.index_w, scale, rows.visible, scores);
+  b.indexer_scores_batch(rows.index_q, segs, rows.index_w, indexer_scale(c), rows.visible, scores);
   const int k = static_cast<int>(std::min<int64_t>(c.index_topk, E_max));
   Tensor idx = b.empty({R, k}, DType::kI32);
   b.topk(scores, k, idx);
-  for (int64_t r = 0; r < R; ++r) keys[which[r]].comp_idx = idx.view().slice_rows(r, r + 1);
+  for (int64_t r = 0; r < R; ++r)
+    keys[first_key[which[r]]].comp_idx = idx.view().slice_rows(r, r + 1);
   return idx;
 }
 
@@ -255,9 +279,13 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
     stage_segment(b, c, weights, layer, kv, rows, in.segments[i], copies, work[i]);
   copies.flush(b);
   std::vector<Backend::AttentionSegment> keys;
-  for (size_t i = 0; i < in.segments.size(); ++i)
-    keys.push_back(select_keys(b, c, weights, layer, rows, in.segments[i], work[i]));
-  const Tensor decode_idx = select_keys_of_decode_rows(b, c, rows, layer, in, work, keys);
+  std::vector<size_t> first_key(in.segments.size());  // segment i's first entry in keys
+  for (size_t i = 0; i < in.segments.size(); ++i) {
+    first_key[i] = keys.size();
+    select_keys(b, c, weights, layer, rows, in, in.segments[i], work[i], keys);
+  }
+  const Tensor decode_idx =
+      select_keys_of_decode_rows(b, c, rows, layer, in, work, first_key, keys);
   b.attention_batch(q3, keys, c.sliding_window, w.sinks, 1.0f / std::sqrt(static_cast<float>(hd)),
                     attn);
   // K = V carried RoPE into the output's rope dims: rotate back to the query's frame.
