@@ -90,15 +90,21 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
   SEED_TRACE();
   Rng rng;
   const int64_t H = 64, hd = 512, window = 128;
-  struct Seg {
+  struct Shape {
     int64_t S, P, E, K;
     Comp comp;
+  };
+  struct Seg : Shape {
+    explicit Seg(const Shape& s) : Shape(s) {}
     Tensor win, comp_kv, idx, vis;  // host
   };
-  std::vector<Seg> segs = {{1, 127, 300, 512, Comp::kIdx},  {1, 20, 0, 0, Comp::kNone},
-                           {1, 127, 33, 0, Comp::kVisible}, {5, 60, 40, 16, Comp::kIdx},
-                           {1, 127, 2000, 512, Comp::kIdx}, {1, 3, 9, 0, Comp::kVisible},
-                           {0, 4, 0, 0, Comp::kNone},       {1, 127, 700, 64, Comp::kIdx}};
+  const std::vector<Shape> shapes = {
+      {1, 127, 300, 512, Comp::kIdx},  {1, 20, 0, 0, Comp::kNone},
+      {1, 127, 33, 0, Comp::kVisible}, {5, 60, 40, 16, Comp::kIdx},
+      {1, 127, 2000, 512, Comp::kIdx}, {1, 3, 9, 0, Comp::kVisible},
+      {0, 4, 0, 0, Comp::kNone},       {1, 127, 700, 64, Comp::kIdx}};
+  std::vector<Seg> segs;
+  for (const Shape& sh : shapes) segs.emplace_back(sh);
   int64_t M = 0;
   for (Seg& g : segs) {
     g.win = rand_host(rng, {g.P + g.S, hd});
