@@ -102,6 +102,12 @@ Tensor Tensor::zeros(std::initializer_list<int64_t> shape, DType dtype) {
   return t;
 }
 
+Tensor Tensor::with_view(const TensorView& v) const {
+  Tensor t = *this;
+  t.view_ = v;
+  return t;
+}
+
 Tensor Tensor::reshaped(std::initializer_list<int64_t> shape) const {
   Tensor t = *this;
   t.view_ = view_.reshape(shape);

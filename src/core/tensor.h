@@ -97,6 +97,9 @@ class Tensor {
   std::string shape_str() const { return view_.shape_str(); }
   // Keeps the storage, changes the (contiguous) shape.
   Tensor reshaped(std::initializer_list<int64_t> shape) const;
+  // Keeps the storage, views `v` (which the caller takes from this tensor's memory, e.g. a
+  // slice of view()).
+  Tensor with_view(const TensorView& v) const;
 
  private:
   std::shared_ptr<void> storage_;

@@ -66,23 +66,25 @@ struct LayerRows {
 };
 
 LayerRows project_layer_rows(Backend& b, const ModelConfig& c, const AttentionWeights& w, int layer,
-                             const TensorView& x, const TensorView& qr, const StepInputs& in,
-                             const TensorView& inv_freq) {
+                             const std::vector<Tensor>& xp, const TensorView& qr,
+                             const StepInputs& in, const TensorView& inv_freq) {
   LayerRows r;
   const int m = c.compress_rate(layer);
   const bool csa = c.layer_types[layer] == AttnType::kCSA;
   const StepInputs::RateRows& rate = in.rate(m);
   r.visible = rate.visible.view();
-  r.comp = compressor_project(b, w.compressor, c.head_dim, csa, x, rate.slots);
+  // xp: wq_a, wkv, then the compressor's blocks, then the indexer's (attention_x_members).
+  const std::span<const Tensor> blocks(xp);
+  const size_t nc = csa ? 4 : 2;
+  r.comp = compressor_rows(b, w.compressor, csa, blocks.subspan(2, nc), rate.slots);
   if (!csa) return r;
-  const int64_t T = x.dim(0);
+  const int64_t T = qr.dim(0);
   const int nh = c.index_n_heads, di = c.index_head_dim;
-  r.indexer = compressor_project(b, w.indexer.compressor, di, true, x, rate.slots);
+  r.indexer = compressor_rows(b, w.indexer.compressor, true, blocks.subspan(2 + nc, 4), rate.slots);
   r.index_q = b.empty({T, nh, di});
   b.matmul(qr, w.indexer.wq_b, r.index_q.view().reshape({T, nh * di}));
   b.rope(r.index_q, in.positions_dev, inv_freq, false);
-  r.index_w = b.empty({T, nh});
-  b.matmul(x, w.indexer.weights_proj, r.index_w);
+  r.index_w = xp[2 + nc + 4];
   return r;
 }
 
@@ -248,9 +250,11 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
                                   ? weights.inv_freq_main.view()
                                   : weights.inv_freq_compress.view();
 
+  // Every projection of x in one GEMM (weights.h: x_proj).
+  const std::vector<Tensor> xp = project_fused(b, x, w.x_proj, member_rows(attention_x_members(w)));
+
   // Queries: low-rank projection, per-head unweighted RMSNorm, RoPE.
-  Tensor qa = b.empty({T, c.q_lora_rank});
-  b.matmul(x, w.wq_a, qa);
+  const Tensor& qa = xp[0];
   Tensor qr = b.empty({T, c.q_lora_rank});
   b.rms_norm(qa, w.q_norm, eps, qr);
   Tensor q_raw = b.empty({T * H, hd});
@@ -261,8 +265,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   b.rope(q3, in.positions_dev, inv_freq, false);
 
   // The single shared K=V head.
-  Tensor kv_raw = b.empty({T, hd});
-  b.matmul(x, w.wkv, kv_raw);
+  const Tensor& kv_raw = xp[1];
   Tensor kv = b.empty({T, hd});
   b.rms_norm(kv_raw, w.kv_norm, eps, kv);
   b.rope(kv.view().reshape({T, 1, hd}), in.positions_dev, inv_freq, false);
@@ -270,7 +273,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   Tensor attn = b.empty({T, H, hd});
   LayerRows rows;
   if (w.has_compressor)
-    rows = project_layer_rows(b, c, w, layer, x, qr, in, weights.inv_freq_compress);
+    rows = project_layer_rows(b, c, w, layer, xp, qr, in, weights.inv_freq_compress);
   // Two passes over the segments so that their ring and pending-buffer writes go out as one
   // batch of copies, then one attention call for all of them.
   std::vector<SegmentWork> work(in.segments.size());

@@ -3,6 +3,7 @@
 // state. Internal to model/deepseek_v4.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -58,6 +59,12 @@ class CopyBatch {
   std::vector<TensorView> src_, dst_;
 };
 
+// x [T, K] times a fused matrix ([sum of widths, K], weights.h's x_proj): one GEMM, then its
+// column blocks as separate [T, width] tensors (views of the product when T == 1, else copied
+// out by one batch of row copies).
+std::vector<Tensor> project_fused(Backend& b, const TensorView& x, const Tensor& fused,
+                                  const std::vector<int64_t>& widths);
+
 // Uploads host int32 values into a new device tensor of shape [n].
 Tensor upload_i32(Backend& backend, const std::vector<int32_t>& values);
 
@@ -68,12 +75,13 @@ Tensor attention_block(Backend& backend, const ModelConfig& config, const ModelW
 
 // A compressor's projections of every row of the step (all segments at once): per series the
 // key/value rows and the gate rows with the slot bias added (slot = position % m); series b only
-// for CSA (two overlapping series).
+// for CSA (two overlapping series). proj: the layer's fused projection blocks of this
+// compressor, kv_a, gate_a[, kv_b, gate_b] (their gates get the bias in place).
 struct CompressorRows {
   Tensor kv_a, gate_a, kv_b, gate_b;  // [T, d]
 };
-CompressorRows compressor_project(Backend& backend, const CompressorWeights& w, int d, bool csa,
-                                  const TensorView& x, const TensorView& slot_ids);
+CompressorRows compressor_rows(Backend& backend, const CompressorWeights& w, bool csa,
+                               std::span<const Tensor> proj, const TensorView& slot_ids);
 
 // Feeds one segment's rows [r0, r0 + S) of `rows` into a window compressor's state: closed
 // windows become entries in state.entries, the rest waits in the pending buffers. d = entry

@@ -7,17 +7,9 @@ namespace deepinfer::deepseek_v4 {
 
 namespace {
 
-// key/value and gate projections of one series for all rows, the position bias of each row's
-// slot in its window added to the gate.
-void project(Backend& b, const TensorView& x, const TensorView& wkv, const TensorView& wgate,
-             const TensorView& ape, const TensorView& slot_ids, int64_t d, Tensor& kv,
-             Tensor& gate) {
-  const int64_t T = x.dim(0);
-  kv = b.empty({T, d});
-  gate = b.empty({T, d});
-  b.matmul(x, wkv, kv);
-  b.matmul(x, wgate, gate);
-  Tensor bias = b.empty({T, d});
+// The position bias of each row's slot in its window, added to a series' gate rows.
+void add_slot_bias(Backend& b, const TensorView& ape, const TensorView& slot_ids, Tensor& gate) {
+  Tensor bias = b.empty({gate.dim(0), gate.dim(1)});
   b.embedding(slot_ids, ape, bias);
   b.add(gate, bias, gate);
 }
@@ -42,11 +34,17 @@ Tensor constant_rows(Backend& b, int64_t rows, int64_t d, float value) {
 
 }  // namespace
 
-CompressorRows compressor_project(Backend& b, const CompressorWeights& w, int d, bool csa,
-                                  const TensorView& x, const TensorView& slot_ids) {
+CompressorRows compressor_rows(Backend& b, const CompressorWeights& w, bool csa,
+                               std::span<const Tensor> proj, const TensorView& slot_ids) {
   CompressorRows r;
-  project(b, x, w.wkv_a, w.wgate_a, w.ape_a, slot_ids, d, r.kv_a, r.gate_a);
-  if (csa) project(b, x, w.wkv_b, w.wgate_b, w.ape_b, slot_ids, d, r.kv_b, r.gate_b);
+  r.kv_a = proj[0];
+  r.gate_a = proj[1];
+  add_slot_bias(b, w.ape_a, slot_ids, r.gate_a);
+  if (csa) {
+    r.kv_b = proj[2];
+    r.gate_b = proj[3];
+    add_slot_bias(b, w.ape_b, slot_ids, r.gate_b);
+  }
   return r;
 }
 

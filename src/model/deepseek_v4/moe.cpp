@@ -20,20 +20,19 @@ ScoringFunc scoring(RouterScoring s) {
 Tensor moe_block(Backend& b, const ModelConfig& c, const MoeWeights& w, const TensorView& x,
                  const StepInputs& in) {
   const int64_t S = in.num_tokens;
-  const int E = c.n_routed_experts, k = c.num_experts_per_tok, I = c.moe_intermediate_size;
+  const int k = c.num_experts_per_tok, I = c.moe_intermediate_size;
   const float limit = static_cast<float>(c.swiglu_limit);
 
-  Tensor logits = b.empty({S, E});
-  b.matmul(x, w.gate, logits);
+  // Router logits and the shared expert's gate and up in one GEMM (weights.h: x_proj).
+  const std::vector<Tensor> xp = project_fused(b, x, w.x_proj, member_rows(moe_x_members(w)));
+  const Tensor& logits = xp[0];
   Tensor weights = b.empty({S, k});
   Tensor idx = b.empty({S, k}, DType::kI32);
   b.route(logits, scoring(c.scoring_func), w.bias.view(), w.tid2eid.view(), in.ids,
           static_cast<float>(c.routed_scaling_factor), weights, idx);
 
-  Tensor gate = b.empty({S, I}), up = b.empty({S, I}), h = b.empty({S, I});
-  b.matmul(x, w.shared_w1, gate);
-  b.matmul(x, w.shared_w3, up);
-  b.swiglu(gate, up, limit, h);
+  Tensor h = b.empty({S, I});
+  b.swiglu(xp[1], xp[2], limit, h);
   Tensor out = b.empty({S, c.hidden_size});
   b.matmul(h, w.shared_w2, out);
   b.moe_experts(x, idx, weights, ExpertWeights{w.w1, w.w3, w.w2}, limit, out);

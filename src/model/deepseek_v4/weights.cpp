@@ -151,6 +151,26 @@ CompressorWeights load_compressor(Loader& ld, const std::string& prefix, int D, 
   return c;
 }
 
+// Copies `members` (same dtype and width) into one matrix, row blocks in order, and turns each
+// member into a view of its block (its own storage goes).
+Tensor fuse_rows(Backend& b, const std::vector<Tensor*>& members) {
+  int64_t rows = 0;
+  for (const Tensor* t : members) rows += t->dim(0);
+  const Tensor& first = *members.front();
+  Tensor fused = b.empty({rows, first.dim(1)}, first.dtype());
+  int64_t r = 0;
+  for (Tensor* t : members) {
+    DI_CHECK(t->dtype() == first.dtype() && t->dim(1) == first.dim(1), ErrorCode::kInternal,
+             "fusing matrices of different dtype or width ({} vs {})", t->shape_str(),
+             first.shape_str());
+    const TensorView block = fused.view().slice_rows(r, r + t->dim(0));
+    b.copy(*t, block);
+    *t = fused.with_view(block);
+    r += block.dim(0);
+  }
+  return fused;
+}
+
 }  // namespace
 
 ModelWeights load_weights(const ModelConfig& c, const WeightStore& store, Backend& backend) {
@@ -220,6 +240,8 @@ ModelWeights load_weights(const ModelConfig& c, const WeightSource& source, Back
     M.shared_w1 = ld.matrix(f + ".shared_experts.w1.weight", I, D);
     M.shared_w3 = ld.matrix(f + ".shared_experts.w3.weight", I, D);
     M.shared_w2 = ld.matrix(f + ".shared_experts.w2.weight", D, I);
+    A.x_proj = fuse_rows(backend, attention_x_members(A));
+    M.x_proj = fuse_rows(backend, moe_x_members(M));
     w.layers.push_back(std::move(L));
   }
 

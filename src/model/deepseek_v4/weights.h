@@ -28,6 +28,10 @@ struct IndexerWeights {
 };
 
 struct AttentionWeights {
+  // wq_a, wkv and the compressors' and indexer's projections of the layer input, stored as one
+  // matrix (rows in attention_x_members order) so that a forward runs one GEMM for them; the
+  // members are row-slice views of it.
+  Tensor x_proj;
   Tensor wq_a, q_norm, wq_b;  // [q_lora, D], [q_lora], [H*hd, q_lora]
   Tensor wkv, kv_norm;        // [hd, D], [hd]
   Tensor wo_a, wo_b;          // [G*o_lora, H*hd/G], [D, G*o_lora]
@@ -39,6 +43,7 @@ struct AttentionWeights {
 };
 
 struct MoeWeights {
+  Tensor x_proj;                           // gate, shared_w1, shared_w3 as one matrix (views)
   Tensor gate;                             // [E, D]
   Tensor bias;                             // [E] (moe layers) or undefined
   Tensor tid2eid;                          // [V, k] I32 (hash_moe layers) or undefined
@@ -66,6 +71,34 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   Tensor inv_freq_main, inv_freq_compress;  // [rope_dims / 2]
 };
+
+// The matrices that multiply an attention layer's input, in x_proj's row order: wq_a, wkv, then
+// (CSA / HCA) the compressor's wkv_a, wgate_a, (CSA) wkv_b, wgate_b, then (CSA) the indexer's
+// compressor wkv_a, wgate_a, wkv_b, wgate_b and weights_proj. W is AttentionWeights, const or not.
+template <typename W>
+auto attention_x_members(W& a) {
+  std::vector<decltype(&a.wq_a)> m{&a.wq_a, &a.wkv};
+  if (!a.has_compressor) return m;
+  auto& c = a.compressor;
+  m.insert(m.end(), {&c.wkv_a, &c.wgate_a});
+  if (c.wkv_b.defined()) m.insert(m.end(), {&c.wkv_b, &c.wgate_b});
+  if (!a.has_indexer) return m;
+  auto& ic = a.indexer.compressor;
+  m.insert(m.end(), {&ic.wkv_a, &ic.wgate_a, &ic.wkv_b, &ic.wgate_b, &a.indexer.weights_proj});
+  return m;
+}
+// The MoE block's: gate, shared_w1, shared_w3.
+template <typename W>
+auto moe_x_members(W& m) {
+  return std::vector<decltype(&m.gate)>{&m.gate, &m.shared_w1, &m.shared_w3};
+}
+// Rows of each member (the column widths of the fused product).
+template <typename Members>
+std::vector<int64_t> member_rows(const Members& members) {
+  std::vector<int64_t> rows;
+  for (const auto* t : members) rows.push_back(t->dim(0));
+  return rows;
+}
 
 // Where load_weights takes the tensors from: a checkpoint (the WeightStore overload below) or a
 // generator (the benchmarks' random weights, src/bench/random_weights.h). Names are canonical
