@@ -116,6 +116,15 @@ void expect_copy_batch(const char* op, std::span<const TensorView> src,
   }
 }
 
+void expect_copy_columns(const char* op, const TensorView& src, int64_t col0, const TensorView& dst,
+                         Device device) {
+  expect(op, "src", src, device, src.dtype(), src.dtype(), {kAny, kAny});
+  expect(op, "dst", dst, device, src.dtype(), src.dtype(), {src.dim(0), kAny});
+  DI_CHECK(col0 >= 0 && col0 + dst.dim(1) <= src.dim(1), ErrorCode::kInvalidArgument,
+           "{}: columns [{}, {}) are outside src {}", op, col0, col0 + dst.dim(1), src.shape_str());
+  expect_no_alias(op, "dst", dst, "src", src);
+}
+
 void expect_segments_tile(const char* op, std::span<const Backend::AttentionSegment> segments,
                           int64_t M) {
   int64_t next = 0;

@@ -27,6 +27,10 @@ void expect_no_alias(const char* op, const char* a_name, const TensorView& a, co
 // Backend::copy_batch).
 void expect_copy_batch(const char* op, std::span<const TensorView> src,
                        std::span<const TensorView> dst, Device device);
+// copy_columns' arguments: src [M, N] and dst [M, w] contiguous on `device`, one dtype,
+// col0 + w <= N, no overlap.
+void expect_copy_columns(const char* op, const TensorView& src, int64_t col0, const TensorView& dst,
+                         Device device);
 // attention_batch's segments tile rows [0, M) in order (non-negative counts).
 void expect_segments_tile(const char* op, std::span<const Backend::AttentionSegment> segments,
                           int64_t M);

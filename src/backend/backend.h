@@ -50,6 +50,9 @@ class Backend {
   // destination may overlap nothing else, not even its own source (unless it is that source
   // exactly: a no-op); checked, kInvalidArgument names the pairs.
   virtual void copy_batch(std::span<const TensorView> src, std::span<const TensorView> dst) = 0;
+  // dst [M, w] = columns [col0, col0 + w) of src [M, N] (same dtype, both contiguous, no
+  // overlap): the blocks of a fused projection's product.
+  virtual void copy_columns(const TensorView& src, int64_t col0, const TensorView& dst) = 0;
   // Fills t (contiguous, F32 or BF16) with uniform values in [lo, hi], every element a pure
   // function of (seed, flat index i), so every backend writes the same bits:
   //   z = seed + (i + 1) * 0x9E3779B97F4A7C15 (mod 2^64), then the SplitMix64 finaliser

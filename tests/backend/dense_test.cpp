@@ -163,6 +163,21 @@ TEST_F(Dense, CopyBatchCopiesEveryPairAndRejectsOverlaps) {
   EXPECT_EQ(0, std::memcmp(row(b, 2), row(a, 1), 2 * 6 * 4));
 }
 
+TEST_F(Dense, CopyColumnsTakesABlockOfEveryRow) {
+  SEED_TRACE();
+  Rng rng;
+  Tensor a = rand_tensor(rng, {5, 9}), b = poisoned({5, 4});
+  be->copy_columns(a, 3, b);
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t c = 0; c < 4; ++c)
+      ASSERT_EQ(b.data_as<float>()[r * 4 + c], a.data_as<float>()[r * 9 + 3 + c]) << r << " " << c;
+  EXPECT_THROW(be->copy_columns(a, 6, b), Error) << "columns past the end";
+  EXPECT_THROW(be->copy_columns(a, 0, poisoned({4, 4})), Error) << "row count differs";
+  EXPECT_THROW(be->copy_columns(a, 0, a.view().reshape({45}).slice_rows(0, 20).reshape({5, 4})),
+               Error)
+      << "dst overlaps src";
+}
+
 TEST_F(Dense, BadInputsNameTheOpAndShapes) {
   Tensor x = make({4, 8}), w = make({5, 9}), out = make({4, 5});
   try {

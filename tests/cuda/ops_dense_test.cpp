@@ -78,6 +78,17 @@ TEST_F(Ops, CopyBatchMatchesCpu) {
                Error);
 }
 
+TEST_F(Ops, CopyColumnsMatchesCpu) {
+  SEED_TRACE();
+  Rng rng;
+  const Tensor h = rand_host(rng, {70, 333});
+  Tensor ref = host({70, 101});
+  cpu->copy_columns(h, 117, ref);
+  Tensor out = dev_poisoned(*gpu, {70, 101});
+  gpu->copy_columns(to_dev(*gpu, h), 117, out);
+  EXPECT_EQ(rel_err(to_host(*gpu, out), ref), 0.0);
+}
+
 TEST_F(Ops, MatmulBf16WeightsMatchCpu) {
   SEED_TRACE();
   EXPECT_EQ(gpu->weight_dtype(), DType::kBF16);

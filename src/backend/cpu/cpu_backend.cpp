@@ -98,6 +98,15 @@ void CpuBackend::copy_batch(std::span<const TensorView> src, std::span<const Ten
       std::memcpy(dst[i].data(), src[i].data(), src[i].nbytes());
 }
 
+void CpuBackend::copy_columns(const TensorView& src, int64_t col0, const TensorView& dst) {
+  arg_checks::expect_copy_columns("copy_columns", src, col0, dst, Device::kCpu);
+  const size_t es = dtype_size_bits(src.dtype()) / 8;
+  const int64_t M = src.dim(0), N = src.dim(1), w = dst.dim(1);
+  const auto* s = static_cast<const char*>(src.data());
+  auto* d = static_cast<char*>(dst.data());
+  for (int64_t r = 0; r < M; ++r) std::memcpy(d + r * w * es, s + (r * N + col0) * es, w * es);
+}
+
 std::unique_ptr<Backend> make_cpu_backend() {
   return std::make_unique<CpuBackend>();
 }

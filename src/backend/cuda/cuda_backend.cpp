@@ -339,6 +339,18 @@ void CudaBackend::copy_batch(std::span<const TensorView> src, std::span<const Te
         op);
 }
 
+void CudaBackend::copy_columns(const TensorView& src, int64_t col0, const TensorView& dst) {
+  const char* op = "copy_columns";
+  OpScope s(*this, op);
+  arg_checks::expect_copy_columns(op, src, col0, dst, Device::kCuda);
+  const size_t es = dtype_size_bits(src.dtype()) / 8;
+  const int64_t M = src.dim(0), N = src.dim(1), w = dst.dim(1);
+  if (M == 0 || w == 0) return;
+  check(cudaMemcpy2DAsync(dst.data(), w * es, static_cast<const char*>(src.data()) + col0 * es,
+                          N * es, w * es, M, cudaMemcpyDeviceToDevice, ctx_->stream()),
+        op);
+}
+
 }  // namespace cuda
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {

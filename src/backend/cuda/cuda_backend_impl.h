@@ -92,6 +92,7 @@ class CudaBackend final : public Backend {
   void download(const TensorView& src, void* host) override;
   void copy(const TensorView& src, const TensorView& dst) override;
   void copy_batch(std::span<const TensorView> src, std::span<const TensorView> dst) override;
+  void copy_columns(const TensorView& src, int64_t col0, const TensorView& dst) override;
   void fill_random(const TensorView& t, uint64_t seed, float lo, float hi) override;
 
   void matmul(const TensorView& x, const TensorView& w, const TensorView& out,

@@ -61,7 +61,7 @@ class CopyBatch {
 
 // x [T, K] times a fused matrix ([sum of widths, K], weights.h's x_proj): one GEMM, then its
 // column blocks as separate [T, width] tensors (views of the product when T == 1, else copied
-// out by one batch of row copies).
+// out with copy_columns).
 std::vector<Tensor> project_fused(Backend& b, const TensorView& x, const Tensor& fused,
                                   const std::vector<int64_t>& widths);
 
