@@ -124,6 +124,8 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   std::vector<AttnRow> rows(static_cast<size_t>(M));
   const int64_t groups = (H + kAttnHeadsPerBlock - 1) / kAttnHeadsPerBlock;
   int64_t Kmax = 0, blocks = 0, part_rows = 0;
+  int first_splits = 0;
+  bool uniform = true;  // every segment chose the same splits
   for (const AttentionSegment& seg : segments) {
     const int64_t S = seg.count;
     expect(op, "win_kv", seg.win_kv, DType::kF32, {kAny, hd});
@@ -152,6 +154,10 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     Kmax = std::max(Kmax, K);
     const int64_t max_keys = std::min<int64_t>(window, P + S) + (use_idx ? K : (use_vis ? E : 0));
     const int splits = attention_splits(S, H, max_keys, ctx_->num_sms());
+    if (S > 0) {
+      if (first_splits == 0) first_splits = splits;
+      uniform = uniform && splits == first_splits;
+    }
     for (int64_t r = 0; r < S; ++r) {
       AttnRow& row = rows[seg.row0 + r];
       row.win = seg.win_kv.data_as<float>();
@@ -192,8 +198,8 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   const int64_t slots = part_rows * H;
   std::shared_ptr<void> workspace;
   if (slots > 0) workspace = scratch(static_cast<size_t>(slots * (hd + 2)) * sizeof(float));
-  check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, blocks, slots > 0, window, list,
-                         count, Kmax, sinks.data_as<float>(), scale,
+  check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, blocks, uniform, slots > 0, window,
+                         list, count, Kmax, sinks.data_as<float>(), scale,
                          static_cast<float*>(workspace.get()), slots, out.data_as<float>(),
                          ctx_->error_word(), ctx_->stream()),
         op);

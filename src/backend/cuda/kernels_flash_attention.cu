@@ -75,6 +75,7 @@ struct AttnParams {
   const float* q;
   int64_t M, H, hd;
   const AttnRow* rows;
+  int64_t blocks_per_row;  // > 0 when every row has that many blocks (no search for the row)
   int64_t window;
   const int32_t* list;
   const int32_t* count;
@@ -112,7 +113,8 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
   float* sp = reinterpret_cast<float*>(ks + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
   const float** kptr = reinterpret_cast<const float**>(sp + kWarps * 16 * 32);  // [32]
 
-  const int64_t m = row_of_block(p.rows, p.M, blockIdx.x);
+  const int64_t m =
+      p.blocks_per_row > 0 ? blockIdx.x / p.blocks_per_row : row_of_block(p.rows, p.M, blockIdx.x);
   const AttnRow& row = p.rows[m];
   const int splits = row.splits;
   const int64_t local = blockIdx.x - row.first_block;
@@ -393,21 +395,26 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
 }
 
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
-                             int64_t blocks, bool any_split, int64_t window, const int32_t* list,
-                             const int32_t* count, int64_t Kmax, const float* sinks, float scale,
-                             float* workspace, int64_t partial_slots, float* out, int32_t* err,
-                             cudaStream_t stream) {
+                             int64_t blocks, bool rows_uniform, bool any_split, int64_t window,
+                             const int32_t* list, const int32_t* count, int64_t Kmax,
+                             const float* sinks, float scale, float* workspace,
+                             int64_t partial_slots, float* out, int32_t* err, cudaStream_t stream) {
   if (M <= 0 || H <= 0) return cudaSuccess;
   const int64_t groups = (H + kHeads - 1) / kHeads;
   if (hd < 1 || hd > kMaxAttnHeadDim || blocks < M * groups || blocks > 0x7fffffff ||
       M * H > 0x7fffffff)
     return cudaErrorInvalidValue;
   if (any_split && !workspace) return cudaErrorInvalidValue;
-  const AttnParams p{
-      q,      M,      H,     hd,        rows,
-      window, list,   count, Kmax,      sinks,
-      scale,  groups, out,   workspace, any_split ? workspace + partial_slots * hd : nullptr,
-      err};
+  const int64_t blocks_per_row = rows_uniform && blocks % M == 0 ? blocks / M : 0;
+  const AttnParams p{q,         M,
+                     H,         hd,
+                     rows,      blocks_per_row,
+                     window,    list,
+                     count,     Kmax,
+                     sinks,     scale,
+                     groups,    out,
+                     workspace, any_split ? workspace + partial_slots * hd : nullptr,
+                     err};
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)
