@@ -4,6 +4,7 @@
 # time is its GPU time plus one launch), per-op issue time without it, and an nsys kernel summary
 # when nsys is installed. V4-Flash shapes, random weights, 4k synthetic context.
 # Usage: OUT=/tmp/prof BATCHES="1 64" [PREFILL=4096] bash tools/device/profile_decode.sh
+# (BATCHES=" " profiles no decode step; run it after gpu_session.sh, which sets up the libraries)
 set -uo pipefail
 B=${B:-build-gpu/src/api/deepinfer}
 OUT=${OUT:-/tmp/profile_decode}
