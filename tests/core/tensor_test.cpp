@@ -29,6 +29,18 @@ TEST(Tensor, SliceAndReshapeShareStorage) {
   EXPECT_EQ(t2.data_as<float>(), p);
 }
 
+TEST(Tensor, WithViewKeepsTheStorageAlive) {
+  Tensor part;
+  {
+    Tensor t = Tensor::zeros({4, 3});
+    t.data_as<float>()[7] = 5.f;  // row 2, column 1
+    part = t.with_view(t.view().slice_rows(2, 4));
+  }  // t is gone; part still owns the memory
+  EXPECT_EQ(part.shape_str(), "[2, 3]");
+  EXPECT_EQ(part.data_as<float>()[1], 5.f);
+  EXPECT_TRUE(part.defined());
+}
+
 TEST(Tensor, BadShapesThrow) {
   Tensor t = Tensor::zeros({4, 6});
   EXPECT_THROW(t.view().reshape({5, 5}), Error);
