@@ -41,6 +41,10 @@ class Backend {
   virtual void leave_sync_free() {}
 
   // ---- memory -------------------------------------------------------------------------------
+  // Gives memory kept cached for reuse back to the device (CUDA: drains the stream, then frees
+  // the caching allocator's free blocks); a no-op on the CPU. Called once loading is done, so
+  // that what loading freed counts as free when the engine sizes the state memory.
+  virtual void release_cached_memory() {}
   virtual Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) = 0;
   virtual void upload(const void* host, const TensorView& dst) = 0;  // dst.nbytes() bytes
   virtual void download(const TensorView& src, void* host) = 0;

@@ -242,6 +242,12 @@ std::shared_ptr<void> CudaBackend::scratch(size_t bytes) {
   return DeviceContext::allocate(ctx_, bytes);
 }
 
+void CudaBackend::release_cached_memory() {
+  OpScope s(*this, "release_cached_memory");
+  host_sync_point("release_cached_memory");
+  ctx_->release_cached();
+}
+
 std::shared_ptr<void> CudaBackend::upload_scratch(const void* host, size_t bytes) {
   std::shared_ptr<void> dev = scratch(bytes);
   if (bytes <= staging_->capacity()) {

@@ -90,6 +90,7 @@ class CudaBackend final : public Backend {
   Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) override;
   void upload(const void* host, const TensorView& dst) override;
   void download(const TensorView& src, void* host) override;
+  void release_cached_memory() override;
   void copy(const TensorView& src, const TensorView& dst) override;
   void copy_batch(std::span<const TensorView> src, std::span<const TensorView> dst) override;
   void copy_columns(const TensorView& src, int64_t col0, const TensorView& dst) override;

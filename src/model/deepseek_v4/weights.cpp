@@ -253,6 +253,8 @@ ModelWeights load_weights(const ModelConfig& c, const WeightSource& source, Back
   };
   w.inv_freq_main = freq_tensor(c.rope_main);
   w.inv_freq_compress = freq_tensor(c.rope_compress);
+  // The fused matrices' members left their own blocks in the backend's cache.
+  backend.release_cached_memory();
   return w;
 }
 
