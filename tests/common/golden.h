@@ -116,6 +116,21 @@ inline double row_max_abs_err(const std::vector<float>& a, const std::vector<flo
   return m;
 }
 
+// A row's argmax (first of equal maxima), its runner-up and the margin between them.
+struct Top2 {
+  int64_t top = 0, second = 0;
+  double margin = 0;
+};
+inline Top2 top2(const float* y, int64_t V) {
+  Top2 t;
+  t.top = std::max_element(y, y + V) - y;
+  t.second = t.top == 0 ? 1 : 0;
+  for (int64_t v = 0; v < V; ++v)
+    if (v != t.top && y[v] > y[t.second]) t.second = v;
+  t.margin = y[t.top] - y[t.second];  // in float, as the checks always took it
+  return t;
+}
+
 // Rows whose reference top-2 margin exceeds both `margin` and the row's own error (largest
 // |a - ref|: "identical where the reference margin exceeds the error") must have the same argmax;
 // returns how many do not.
@@ -123,18 +138,9 @@ inline int argmax_mismatches(const std::vector<float>& a, const std::vector<floa
                              double margin) {
   int bad = 0;
   for (size_t r = 0; r < a.size() / V; ++r) {
-    const float* x = a.data() + r * V;
-    const float* y = ref.data() + r * V;
-    int64_t ax = 0, ay = 0;
-    for (int64_t v = 1; v < V; ++v) {
-      if (x[v] > x[ax]) ax = v;
-      if (y[v] > y[ay]) ay = v;
-    }
-    float second = -INFINITY;
-    for (int64_t v = 0; v < V; ++v)
-      if (v != ay) second = std::max(second, y[v]);
-    const double m = y[ay] - second;
-    if (m > margin && m > row_max_abs_err(a, ref, V, r) && ax != ay) ++bad;
+    const Top2 y = top2(ref.data() + r * V, V);
+    const int64_t ax = top2(a.data() + r * V, V).top;
+    if (y.margin > margin && y.margin > row_max_abs_err(a, ref, V, r) && ax != y.top) ++bad;
   }
   return bad;
 }
@@ -162,20 +168,17 @@ inline std::string describe_mismatches(const std::vector<float>& a, const std::v
   for (size_t r = 0; r < a.size() / V; ++r) {
     const std::vector<float> x(a.begin() + r * V, a.begin() + (r + 1) * V);
     const std::vector<float> y(ref.begin() + r * V, ref.begin() + (r + 1) * V);
-    const int64_t ax = std::max_element(x.begin(), x.end()) - x.begin();
-    const int64_t ay = std::max_element(y.begin(), y.end()) - y.begin();
-    int64_t sy = ay == 0 ? 1 : 0;
-    for (int64_t v = 0; v < V; ++v)
-      if (v != ay && y[v] > y[sy]) sy = v;
-    if (!(y[ay] - y[sy] > margin) || ax == ay) continue;
+    const int64_t ax = top2(x.data(), V).top;
+    const Top2 t = top2(y.data(), V);
+    const int64_t ay = t.top, sy = t.second;
+    if (!(t.margin > margin) || ax == ay) continue;
     const double max_abs = row_max_abs_err(a, ref, V, r);
     char line[320];
     std::snprintf(line, sizeof line,
                   "row %zu: ref top %lld (%.4f), second %lld (%.4f), margin %.4f; got %.4f / %.4f "
                   "there, picks %lld (%.4f ref %.4f); row rel L2 %.3e, max |err| %.4f\n",
-                  r, static_cast<long long>(ay), y[ay], static_cast<long long>(sy), y[sy],
-                  y[ay] - y[sy], x[ay], x[sy], static_cast<long long>(ax), x[ax], y[ax],
-                  rel_l2(x, y), max_abs);
+                  r, static_cast<long long>(ay), y[ay], static_cast<long long>(sy), y[sy], t.margin,
+                  x[ay], x[sy], static_cast<long long>(ax), x[ax], y[ax], rel_l2(x, y), max_abs);
     out += line;
   }
   return out;

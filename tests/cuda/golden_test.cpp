@@ -97,14 +97,10 @@ TEST_P(CudaGolden, GreedyContinuationFollowsTheReferenceWhereTheMarginAllows) {
   for (size_t i = 0; i < f.greedy_continuation.size(); ++i) {
     const int32_t want = f.greedy_continuation[i];
     const std::vector<float> r(ref.begin() + (P - 1 + i) * V, ref.begin() + (P + i) * V);
-    ASSERT_EQ(std::max_element(r.begin(), r.end()) - r.begin(), want)
-        << "the CPU reference left the fixture at token " << i;
-    float second = -INFINITY;
-    for (int64_t v = 0; v < V; ++v)
-      if (v != want) second = std::max(second, r[v]);
-    const double margin = r[want] - second, err = golden::row_max_abs_err(row, r, V, 0);
-    const int32_t pick =
-        static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    const golden::Top2 t = golden::top2(r.data(), V);
+    ASSERT_EQ(t.top, want) << "the CPU reference left the fixture at token " << i;
+    const double margin = t.margin, err = golden::row_max_abs_err(row, r, V, 0);
+    const auto pick = static_cast<int32_t>(golden::top2(row.data(), V).top);
     if (margin > kMargin && margin > err) {
       EXPECT_EQ(pick, want) << name << " token " << i << ", reference margin " << margin
                             << ", error " << err;

@@ -250,16 +250,19 @@ void CudaBackend::release_cached_memory() {
 
 std::shared_ptr<void> CudaBackend::upload_scratch(const void* host, size_t bytes) {
   std::shared_ptr<void> dev = scratch(bytes);
-  if (bytes <= staging_->capacity()) {
-    staging_->upload(host, dev.get(), bytes, ctx_->stream(),
-                     [this] { host_sync_point("upload (waiting for the pinned ring)"); });
-  } else {
-    host_sync_point("upload of a large pageable buffer");
-    check(cudaMemcpyAsync(dev.get(), host, bytes, cudaMemcpyHostToDevice, ctx_->stream()),
-          "upload");
-    check(cudaStreamSynchronize(ctx_->stream()), "upload");
-  }
+  upload_bytes(host, dev.get(), bytes);
   return dev;
+}
+
+void CudaBackend::upload_bytes(const void* host, void* dst, size_t n) {
+  if (n <= staging_->capacity()) {
+    staging_->upload(host, dst, n, ctx_->stream(),
+                     [this] { host_sync_point("upload (waiting for the pinned ring)"); });
+    return;
+  }
+  host_sync_point("upload of a large pageable buffer");
+  check(cudaMemcpyAsync(dst, host, n, cudaMemcpyHostToDevice, ctx_->stream()), "upload");
+  check(cudaStreamSynchronize(ctx_->stream()), "upload");
 }
 
 Tensor CudaBackend::empty(std::initializer_list<int64_t> shape, DType dtype) {
@@ -278,15 +281,7 @@ void CudaBackend::upload(const void* host, const TensorView& dst) {
   if (dst.nbytes() == 0) return;
   DI_CHECK(host != nullptr && dst.data() != nullptr, ErrorCode::kInvalidArgument,
            "upload: null pointer for {} bytes", dst.nbytes());
-  if (dst.nbytes() <= staging_->capacity()) {
-    staging_->upload(host, dst.data(), dst.nbytes(), ctx_->stream(),
-                     [this] { host_sync_point("upload (waiting for the pinned ring)"); });
-    return;
-  }
-  host_sync_point("upload of a large pageable buffer");
-  check(cudaMemcpyAsync(dst.data(), host, dst.nbytes(), cudaMemcpyHostToDevice, ctx_->stream()),
-        "upload");
-  check(cudaStreamSynchronize(ctx_->stream()), "upload");
+  upload_bytes(host, dst.data(), dst.nbytes());
 }
 
 void CudaBackend::download(const TensorView& src, void* host) {

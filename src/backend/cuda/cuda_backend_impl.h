@@ -154,6 +154,9 @@ class CudaBackend final : public Backend {
   std::shared_ptr<void> scratch(size_t bytes);
   // Scratch holding a copy of `bytes` host bytes (queued through the pinned ring).
   std::shared_ptr<void> upload_scratch(const void* host, size_t bytes);
+  // Queues n host bytes to dst: through the pinned ring (returns at once), or, for more than
+  // the ring holds, a pageable copy waited for (a host sync point).
+  void upload_bytes(const void* host, void* dst, size_t n);
   // attention and attention_batch (one segment or many).
   void run_attention(const char* op, const TensorView& q,
                      std::span<const AttentionSegment> segments, int64_t window,

@@ -287,6 +287,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
     first_key[i] = keys.size();
     select_keys(b, c, weights, layer, rows, in, in.segments[i], work[i], keys);
   }
+  // Holds the decode rows' comp_idx (keys views it) until the attention below is queued.
   const Tensor decode_idx =
       select_keys_of_decode_rows(b, c, rows, layer, in, work, first_key, keys);
   b.attention_batch(q3, keys, c.sliding_window, w.sinks, 1.0f / std::sqrt(static_cast<float>(hd)),
