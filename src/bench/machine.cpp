@@ -9,6 +9,8 @@
 #include "core/thread_pool.h"
 
 #ifdef DEEPINFER_BENCH_HAVE_CUDA
+#include <cuda_profiler_api.h>
+
 #include "backend/cuda/cuda_backend_impl.h"
 #endif
 
@@ -100,6 +102,9 @@ class CudaEventTimer : public StepTimer {
     return ms / 1e3;
   }
   const char* name() const override { return "cuda_events"; }
+  void profile(bool on) override {
+    cuda::check(on ? cudaProfilerStart() : cudaProfilerStop(), "cudaProfilerStart/Stop");
+  }
 
  private:
   cuda::DeviceContext& ctx_;

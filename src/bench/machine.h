@@ -39,6 +39,9 @@ class StepTimer {
   // Seconds since start(), once the step's work is complete.
   virtual double stop() = 0;
   virtual const char* name() const = 0;
+  // Marks the logged steps for a profiler attached from outside (CUDA: cudaProfilerStart /
+  // Stop, so `ncu --profile-from-start off` sees only them); nothing elsewhere.
+  virtual void profile(bool on) { (void)on; }
 };
 
 class SteadyClockTimer : public StepTimer {

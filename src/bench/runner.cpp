@@ -105,6 +105,7 @@ RunResult BenchRunner::run_prefill(int64_t prefill_tokens, int64_t num_seqs, int
     }
     for (int64_t i = 0; i < num_seqs; ++i) items.push_back({ids[i], &states[i]});
     double secs = 0, issue = 0;
+    if (s == warmup_steps) timer_->profile(true);
     timed_forward(items, &issue, &secs);
     if (s + 1 == warmup_steps) CpuTimers::reset();  // the table covers the logged steps
     if (s < warmup_steps) continue;
@@ -118,6 +119,7 @@ RunResult BenchRunner::run_prefill(int64_t prefill_tokens, int64_t num_seqs, int
     rec.cost = step_cost(c, shape, setup_.dtypes);
     r.steps.push_back(rec);
   }
+  timer_->profile(false);
   return r;
 }
 
@@ -145,6 +147,7 @@ RunResult BenchRunner::run_decode(int64_t num_requests, int64_t context_length, 
       items.push_back({std::span<const int32_t>(&next[i], 1), &states[i]});
     const int64_t context = states[0].num_tokens;
     double secs = 0, issue = 0;
+    if (s == warmup_steps) timer_->profile(true);
     const Tensor logits = timed_forward(items, &issue, &secs);
     const float* l = logits.data_as<float>();
     for (int64_t i = 0; i < num_requests; ++i)
@@ -161,6 +164,7 @@ RunResult BenchRunner::run_decode(int64_t num_requests, int64_t context_length, 
     rec.cost = step_cost(c, num_requests, 1, context, setup_.dtypes);
     r.steps.push_back(rec);
   }
+  timer_->profile(false);
   return r;
 }
 

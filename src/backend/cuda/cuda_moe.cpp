@@ -47,7 +47,8 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const char* op = "moe_experts";
   const int64_t M = x.dim(0), D = x.dim(1), k = idx.dim(1);
   const int64_t E = experts.w1.dim(0), I = experts.w1.dim(1), R = M * k;
-  const int64_t max_tiles = moe_max_tiles(R, E);
+  const int tile_rows = moe_tile_rows(R, E);
+  const int64_t max_tiles = moe_max_tiles(R, E, tile_rows);
   // plan: offsets [E + 1] | num_tiles | row_token [R] | where [R] | tiles [max_tiles][2]
   std::shared_ptr<void> plan =
       scratch(static_cast<size_t>(E + 2 + 2 * R + 2 * max_tiles) * sizeof(int32_t));
@@ -56,8 +57,8 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   int32_t* row_token = num_tiles + 1;
   int32_t* where = row_token + R;
   int32_t* tiles = where + R;
-  check(launch_moe_plan(idx.data_as<int32_t>(), R, static_cast<int>(k), E, offsets, row_token,
-                        where, tiles, num_tiles, ctx_->error_word(), ctx_->stream()),
+  check(launch_moe_plan(idx.data_as<int32_t>(), R, static_cast<int>(k), E, tile_rows, offsets,
+                        row_token, where, tiles, num_tiles, ctx_->error_word(), ctx_->stream()),
         op);
   std::shared_ptr<void> y = scratch(static_cast<size_t>(R * D) * sizeof(float));
   const auto* w1 = static_cast<const uint16_t*>(experts.w1.data());
@@ -65,10 +66,10 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const auto* w2 = static_cast<const uint16_t*>(experts.w2.data());
   std::shared_ptr<void> act = scratch(static_cast<size_t>(R * I) * sizeof(uint16_t));
   auto* actp = static_cast<uint16_t*>(act.get());
-  check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles, w1,
-                           w3, I, D, limit, actp, ctx_->stream()),
+  check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles,
+                           tile_rows, w1, w3, I, D, limit, actp, ctx_->stream()),
         op);
-  check(launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, w2, D, I,
+  check(launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, tile_rows, w2, D, I,
                              static_cast<float*>(y.get()), ctx_->stream()),
         op);
   check(launch_moe_combine(static_cast<const float*>(y.get()), where, weights.data_as<float>(), M,

@@ -142,25 +142,29 @@ cudaError_t launch_swiglu_pairs(const float* h, int64_t R, int64_t I, float limi
                                 uint16_t* act_bf16, cudaStream_t stream);
 // Device-side sort of the R = M * k (token, slot) pairs of idx by expert: offsets [E + 1] (rows
 // of each expert), row_token [R] (token of each sorted row), where [R] (sorted row of pair i; -1
-// and an error for an idx outside [0, E)) and the (expert, first row) pairs of the kMoeTileRows-row
-// tiles of every expert ([moe_max_tiles(R, E)][2], *num_tiles of them set). One block: the sort is
-// a small part of any MoE layer.
+// and an error for an idx outside [0, E)) and the (expert, first row) pairs of the tile_rows-row
+// tiles of every expert ([moe_max_tiles(R, E, tile_rows)][2], *num_tiles of them set). One block:
+// the sort is a small part of any MoE layer.
 inline constexpr int64_t kMaxPlanExperts = 4096;  // 2 x 4 B each in shared memory
-inline constexpr int32_t kMoeTileRows = 64;
-int64_t moe_max_tiles(int64_t R, int64_t E);
-cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
-                            int32_t* row_token, int32_t* where, int32_t* tiles, int32_t* num_tiles,
-                            int32_t* err, cudaStream_t stream);
+int64_t moe_max_tiles(int64_t R, int64_t E, int tile_rows);
+cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int tile_rows,
+                            int32_t* offsets, int32_t* row_token, int32_t* where, int32_t* tiles,
+                            int32_t* num_tiles, int32_t* err, cudaStream_t stream);
 // Tensor-core expert GEMMs over the plan's tiles (kernels_grouped_gemm.cu), bf16 weights:
 // act [R, I] bf16 = swiglu(x[row_token] w1^T, x[row_token] w3^T) (x fp32 [*, D], D % 8 == 0);
-// y [R, D] fp32 = act w2^T (I % 8 == 0).
+// y [R, D] fp32 = act w2^T (I % 8 == 0). Two tile shapes with the same arithmetic per output
+// (the same k order, so a row's result does not depend on the shape): moe_tile_rows(R, E) rows
+// per tile, 64 for many rows per expert (prefill), 16 for few (decode: more, narrower blocks
+// with deeper pipelines keep more weight bytes in flight). The plan must use the same value.
+int moe_tile_rows(int64_t R, int64_t E);
 cudaError_t launch_moe_up_gemm(const float* x, const int32_t* row_token, const int32_t* offsets,
                                const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
-                               const uint16_t* w1, const uint16_t* w3, int64_t I, int64_t D,
-                               float limit, uint16_t* act, cudaStream_t stream);
+                               int tile_rows, const uint16_t* w1, const uint16_t* w3, int64_t I,
+                               int64_t D, float limit, uint16_t* act, cudaStream_t stream);
 cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
-                                 const int32_t* num_tiles, int64_t max_tiles, const uint16_t* w2,
-                                 int64_t D, int64_t I, float* y, cudaStream_t stream);
+                                 const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
+                                 const uint16_t* w2, int64_t D, int64_t I, float* y,
+                                 cudaStream_t stream);
 // out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order (where < 0: skipped); M rows of D.
 cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
                                int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream);

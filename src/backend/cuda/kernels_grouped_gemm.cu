@@ -1,11 +1,15 @@
 // Grouped GEMM of the routed experts on tensor cores (mma.sync m16n8k16, bf16 operands, fp32
-// accumulation), for prefill-sized batches, without the host: the row ranges of the experts come
-// from the device-side plan (launch_moe_plan) as a table of 64-row tiles; the grid is sized for
-// the most tiles R rows can make and surplus blocks exit. Two uses:
+// accumulation), without the host: the row ranges of the experts come from the device-side plan
+// (launch_moe_plan) as a table of row tiles; the grid is sized for the most tiles R rows can make
+// and surplus blocks exit. Two uses:
 //   up:   act[r, i] = swiglu(x[row_token[r]] . w1[e, i], x[row_token[r]] . w3[e, i])  (bf16 out;
-//         a block computes 64 gate and the matching 64 up features, paired in the epilogue)
+//         a block computes BN/2 gate and the matching BN/2 up features, paired in the epilogue)
 //   down: y[r, d] = act[r] . w2[e, d]                                                (fp32 out)
-// Weight tiles stream in with cp.async, double-buffered against the tensor-core work.
+// Weight tiles stream in with cp.async through a multi-stage ring, overlapped with the
+// tensor-core work. Two tile shapes (Wide: 64 rows x 128 columns, 2 stages, for prefill; Narrow:
+// 16 x 64, 4 stages, for decode, where an expert has a few rows and the weight bytes in flight
+// set the speed). Every output accumulates its 16-wide k chunks in increasing order in one
+// register, so both shapes give the same bits for a row.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/mma_ptx.cuh"
@@ -14,14 +18,37 @@ namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kBM = 64, kBN = 128, kBK = 64;
-constexpr int kThreads = 256;  // 8 warps: 2 (rows) x 4 (columns) of 32 x 32
-constexpr int kLd = kBK + 8;   // bf16 row stride of the staged tiles (16-byte rows apart in banks)
-constexpr int kEpiLd = kBN + 4;
+constexpr int kBK = 64;       // k per stage: a tile row is 8 chunks of 16 bytes
+constexpr int kLd = kBK + 8;  // bf16 row stride of the staged tiles (16-byte rows apart in banks)
+
+// BM x BN block tile, WARPS_M x WARPS_N warps (each (BM / WARPS_M) x (BN / WARPS_N), multiples
+// of 16), STAGES-deep cp.async ring.
+template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int STAGES_>
+struct TileShape {
+  static constexpr int BM = BM_, BN = BN_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
+  static constexpr int STAGES = STAGES_;
+  static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
+  static constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;
+  static constexpr int MI = WTM / 16, NJ = WTN / 16;
+  static constexpr int kEpiLd = BN + 4;
+  static constexpr size_t kStageBytes = static_cast<size_t>(STAGES) * (BM + BN) * kLd * 2;
+  static constexpr size_t kEpiBytes = static_cast<size_t>(BM) * kEpiLd * 4;
+  static constexpr size_t kSmemBytes = kStageBytes > kEpiBytes ? kStageBytes : kEpiBytes;
+  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are multiples of 16");
+  static_assert((BN * 8) % kThreads == 0 && (BM * 8) % kThreads == 0 && (BM * 16) % kThreads == 0,
+                "loaders cover the tiles evenly");
+};
+using Wide = TileShape<64, 128, 2, 4, 2>;
+using Narrow = TileShape<16, 64, 1, 4, 4>;
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return static_cast<uint32_t>(f32_to_bf16_bits(lo)) |
          (static_cast<uint32_t>(f32_to_bf16_bits(hi)) << 16);
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 struct GroupedArgs {
@@ -39,140 +66,154 @@ struct GroupedArgs {
   float* y_out;       // down: [R, N] fp32
 };
 
-// Grid: (tile slot) x (column tile). kUp: columns are 64 features of w1 then the same 64 of w3.
-template <bool kUp>
-__global__ void __launch_bounds__(kThreads) grouped_gemm_kernel(GroupedArgs g) {
+// Grid: (tile slot) x (column tile). kUp: columns are BN/2 features of w1 then the same of w3.
+template <bool kUp, typename T>
+__global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
+  constexpr int BM = T::BM, BN = T::BN, S = T::STAGES, NT = T::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
-  __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);  // [2][kBM][kLd]
-  __nv_bfloat16* Bs = As + 2 * kBM * kLd;                      // [2][kBN][kLd]
+  __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);  // [S][BM][kLd]
+  __nv_bfloat16* Bs = As + S * BM * kLd;                       // [S][BN][kLd]
 
-  constexpr int kFeat = kUp ? kBN / 2 : kBN;  // output features per block
+  constexpr int kFeat = kUp ? BN / 2 : BN;  // output features per block
   const int64_t col_tiles = (g.N + kFeat - 1) / kFeat;
   const int64_t slot = blockIdx.x / col_tiles, ct = blockIdx.x % col_tiles;
   if (slot >= *g.num_tiles) return;
   const int32_t e = g.tiles[2 * slot], r0 = g.tiles[2 * slot + 1];
   const int32_t r_end = g.offsets[e + 1];
-  const int rows = r_end - r0 < kBM ? r_end - r0 : kBM;
+  const int rows = r_end - r0 < BM ? r_end - r0 : BM;
   const int64_t n0 = ct * kFeat;
   const int64_t K = g.K;
   const uint16_t* w1 = g.w1 + static_cast<int64_t>(e) * g.N * K;
   const uint16_t* w3 = kUp ? g.w3 + static_cast<int64_t>(e) * g.N * K : nullptr;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int wm = warp & 1, wn = warp >> 1;
+  const int wm = warp % T::WARPS_M, wn = warp / T::WARPS_M;
 
-  // Loader maps (kBK = 64: a row of a tile is 8 chunks of 16 bytes). B and bf16 A: thread ->
-  // chunk column tid % 8 of rows tid / 8 + 32 i. fp32 A: 4 floats at column (tid % 16) * 4 of
-  // rows tid / 16 + 16 i.
+  // Loader maps. B and bf16 A: thread -> 16-byte chunk column tid % 8 of rows tid / 8 + (NT/8) i.
+  // fp32 A: 4 floats at column (tid % 16) * 4 of rows tid / 16 + (NT/16) i.
+  constexpr int kBLoads = BN * 8 / NT, kALoads = BM * 8 / NT, kAF32Loads = BM * 16 / NT;
   const int bc = (tid & 7) * 8, ac = (tid & 15) * 4;
-  const float* a_src[4] = {nullptr, nullptr, nullptr, nullptr};
-  const uint16_t* ab_src[2] = {nullptr, nullptr};
+  const float* a_src[kAF32Loads];
+  const uint16_t* ab_src[kALoads];
   if constexpr (kUp) {
-    for (int i = 0; i < 4; ++i) {
-      const int r = (tid >> 4) + 16 * i;
-      if (r < rows) a_src[i] = g.x_f32 + static_cast<int64_t>(g.row_token[r0 + r]) * K;
+#pragma unroll
+    for (int i = 0; i < kAF32Loads; ++i) {
+      const int r = (tid >> 4) + (NT / 16) * i;
+      a_src[i] = r < rows ? g.x_f32 + static_cast<int64_t>(g.row_token[r0 + r]) * K : nullptr;
     }
   } else {
-    for (int i = 0; i < 2; ++i) {
-      const int r = (tid >> 3) + 32 * i;
-      if (r < rows) ab_src[i] = g.x_bf16 + static_cast<int64_t>(r0 + r) * K;
+#pragma unroll
+    for (int i = 0; i < kALoads; ++i) {
+      const int r = (tid >> 3) + (NT / 8) * i;
+      ab_src[i] = r < rows ? g.x_bf16 + static_cast<int64_t>(r0 + r) * K : nullptr;
     }
   }
-  const uint16_t* b_src[4];
-  bool b_ok[4];
-  for (int i = 0; i < 4; ++i) {
-    const int br = (tid >> 3) + 32 * i;
-    const int64_t n = kUp ? n0 + (br & 63) : n0 + br;
-    const uint16_t* base = kUp && br >= 64 ? w3 : w1;
+  const uint16_t* b_src[kBLoads];
+  bool b_ok[kBLoads];
+#pragma unroll
+  for (int i = 0; i < kBLoads; ++i) {
+    const int br = (tid >> 3) + (NT / 8) * i;
+    const int64_t n = kUp ? n0 + br % (BN / 2) : n0 + br;
+    const uint16_t* base = kUp && br >= BN / 2 ? w3 : w1;
     b_ok[i] = n < g.N;
     b_src[i] = base + (b_ok[i] ? n : 0) * K;
   }
 
-  auto load_b = [&](int kt, int buf) {  // weights (and bf16 A) by cp.async
-    const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
-    const bool kin = k < K;
-    for (int i = 0; i < 4; ++i)
-      cp_async16(Bs + (buf * kBN + (tid >> 3) + 32 * i) * kLd + bc, b_src[i] + (kin ? k : 0),
-                 b_ok[i] && kin);
-    if constexpr (!kUp) {
-      for (int i = 0; i < 2; ++i)
-        cp_async16(As + (buf * kBM + (tid >> 3) + 32 * i) * kLd + bc,
-                   ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
+  const int KT = static_cast<int>((K + kBK - 1) / kBK);
+  auto load_stage = [&](int kt) {  // weights (and bf16 A) by cp.async; one group per stage
+    if (kt < KT) {
+      const int buf = kt % S;
+      const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
+      const bool kin = k < K;
+#pragma unroll
+      for (int i = 0; i < kBLoads; ++i)
+        cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc, b_src[i] + (kin ? k : 0),
+                   b_ok[i] && kin);
+      if constexpr (!kUp) {
+#pragma unroll
+        for (int i = 0; i < kALoads; ++i)
+          cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
+                     ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
+      }
     }
-    cp_async_commit();
+    cp_async_commit();  // empty past the end, so the group count stays uniform
   };
-  float4 a_reg[4];
+  float4 a_reg[kAF32Loads];
   auto load_a = [&](int kt) {  // up only: fp32 rows gathered into registers
     const int64_t k = static_cast<int64_t>(kt) * kBK + ac;
-    for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int i = 0; i < kAF32Loads; ++i)
       a_reg[i] = a_src[i] && k < K ? __ldg(reinterpret_cast<const float4*>(a_src[i] + k))
                                    : make_float4(0.f, 0.f, 0.f, 0.f);
   };
-  auto store_a = [&](int buf) {  // up only: registers -> bf16 tile
-    for (int i = 0; i < 4; ++i) {
+  auto store_a = [&](int kt) {  // up only: registers -> bf16 tile of stage kt
+    const int buf = kt % S;
+#pragma unroll
+    for (int i = 0; i < kAF32Loads; ++i) {
       uint2 v;
       v.x = pack_bf16(a_reg[i].x, a_reg[i].y);
       v.y = pack_bf16(a_reg[i].z, a_reg[i].w);
-      *reinterpret_cast<uint2*>(As + (buf * kBM + (tid >> 4) + 16 * i) * kLd + ac) = v;
+      *reinterpret_cast<uint2*>(As + (buf * BM + (tid >> 4) + (NT / 16) * i) * kLd + ac) = v;
     }
   };
 
-  float acc[2][4][4];
+  float acc[T::MI][2 * T::NJ][4];
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < T::MI; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    for (int j = 0; j < 2 * T::NJ; ++j)
+      acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
-  const int KT = static_cast<int>((K + kBK - 1) / kBK);
-  load_b(0, 0);
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) load_stage(st);
   if constexpr (kUp) {
     load_a(0);
     store_a(0);
   }
   const int mat = lane >> 3, mrow = lane & 7;
   for (int kt = 0; kt < KT; ++kt) {
-    const int buf = kt & 1;
-    cp_async_wait_all();
-    __syncthreads();
-    if (kt + 1 < KT) {
-      load_b(kt + 1, buf ^ 1);
-      if constexpr (kUp) load_a(kt + 1);
-    }
+    const int buf = kt % S;
+    cp_async_wait<S - 2>();  // stage kt has landed (this thread's part)
+    __syncthreads();         // ... everyone's, and stage kt - 1 is no longer read
+    load_stage(kt + S - 1);
+    if constexpr (kUp)
+      if (kt + 1 < KT) load_a(kt + 1);
 #pragma unroll
     for (int ks = 0; ks < kBK; ks += 16) {
-      uint32_t a[2][4], b[2][4];
+      uint32_t a[T::MI][4], b[T::NJ][4];
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
-        ldmatrix_x4(a[i], As + (buf * kBM + wm * 32 + i * 16 + mrow + (mat & 1) * 8) * kLd + ks +
+      for (int i = 0; i < T::MI; ++i)
+        ldmatrix_x4(a[i], As + (buf * BM + wm * T::WTM + i * 16 + mrow + (mat & 1) * 8) * kLd + ks +
                               (mat >> 1) * 8);
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
-        ldmatrix_x4(b[j], Bs + (buf * kBN + wn * 32 + j * 16 + mrow + (mat >> 1) * 8) * kLd + ks +
-                              (mat & 1) * 8);
+      for (int j = 0; j < T::NJ; ++j)
+        ldmatrix_x4(b[j], Bs + (buf * BN + wn * T::WTN + j * 16 + mrow + (mat >> 1) * 8) * kLd +
+                              ks + (mat & 1) * 8);
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
+      for (int i = 0; i < T::MI; ++i)
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < T::NJ; ++j) {
           mma_bf16_16816(acc[i][2 * j], a[i], b[j][0], b[j][1]);
           mma_bf16_16816(acc[i][2 * j + 1], a[i], b[j][2], b[j][3]);
         }
     }
     if constexpr (kUp)
-      if (kt + 1 < KT) store_a(buf ^ 1);
+      if (kt + 1 < KT) store_a(kt + 1);
   }
+  cp_async_wait<0>();
 
   const int gr = lane >> 2, tq = lane & 3;
-  if (!kUp) {
+  if constexpr (!kUp) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < T::MI; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = wm * 32 + i * 16 + gr + 8 * h;
+        const int r = wm * T::WTM + i * 16 + gr + 8 * h;
         if (r >= rows) continue;
         float* dst = g.y_out + static_cast<int64_t>(r0 + r) * g.N;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int64_t n = n0 + wn * 32 + j * 8 + tq * 2;
+        for (int j = 0; j < 2 * T::NJ; ++j) {
+          const int64_t n = n0 + wn * T::WTN + j * 8 + tq * 2;
           if (n + 1 < g.N) {
             *reinterpret_cast<float2*>(dst + n) =
                 make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
@@ -183,25 +224,25 @@ __global__ void __launch_bounds__(kThreads) grouped_gemm_kernel(GroupedArgs g) {
       }
     return;
   }
-  // Up: gate (columns 0..63) and up (64..127) meet in shared memory.
+  // Up: gate (columns 0 .. BN/2-1) and up (BN/2 .. BN-1) meet in shared memory.
   __syncthreads();
-  float* Es = reinterpret_cast<float*>(smem);  // [kBM][kEpiLd]
+  float* Es = reinterpret_cast<float*>(smem);  // [BM][kEpiLd]
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < T::MI; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int r = wm * 32 + i * 16 + gr + 8 * h, c = wn * 32 + j * 8 + tq * 2;
-        Es[r * kEpiLd + c] = acc[i][j][2 * h];
-        Es[r * kEpiLd + c + 1] = acc[i][j][2 * h + 1];
+      for (int j = 0; j < 2 * T::NJ; ++j) {
+        const int r = wm * T::WTM + i * 16 + gr + 8 * h, c = wn * T::WTN + j * 8 + tq * 2;
+        Es[r * T::kEpiLd + c] = acc[i][j][2 * h];
+        Es[r * T::kEpiLd + c + 1] = acc[i][j][2 * h + 1];
       }
   __syncthreads();
-  for (int t = tid; t < kBM * (kBN / 2); t += kThreads) {
-    const int r = t / (kBN / 2), c = t % (kBN / 2);
+  for (int t = tid; t < BM * (BN / 2); t += NT) {
+    const int r = t / (BN / 2), c = t % (BN / 2);
     const int64_t n = n0 + c;
     if (r >= rows || n >= g.N) continue;
-    float gate = Es[r * kEpiLd + c], up = Es[r * kEpiLd + kBN / 2 + c];
+    float gate = Es[r * T::kEpiLd + c], up = Es[r * T::kEpiLd + BN / 2 + c];
     if (g.limit > 0.f) {
       gate = fminf(gate, g.limit);
       up = fminf(fmaxf(up, -g.limit), g.limit);
@@ -211,49 +252,59 @@ __global__ void __launch_bounds__(kThreads) grouped_gemm_kernel(GroupedArgs g) {
   }
 }
 
-constexpr size_t kSmemBytes = (2 * kBM + 2 * kBN) * kLd * 2 > kBM* kEpiLd * 4
-                                  ? (2 * kBM + 2 * kBN) * kLd * 2
-                                  : kBM* kEpiLd * 4;
-
-template <bool kUp>
+template <bool kUp, typename T>
 cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, cudaStream_t stream) {
-  constexpr int64_t feat = kUp ? kBN / 2 : kBN;
+  constexpr int64_t feat = kUp ? T::BN / 2 : T::BN;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
   if (max_tiles * col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(grouped_gemm_kernel<kUp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSmemBytes));
+      cudaFuncSetAttribute(grouped_gemm_kernel<kUp, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(T::kSmemBytes));
   if (attr != cudaSuccess) return attr;
-  grouped_gemm_kernel<kUp>
-      <<<static_cast<unsigned>(max_tiles * col_tiles), kThreads, kSmemBytes, stream>>>(a);
+  grouped_gemm_kernel<kUp, T>
+      <<<static_cast<unsigned>(max_tiles * col_tiles), T::kThreads, T::kSmemBytes, stream>>>(a);
   return cudaGetLastError();
+}
+
+template <bool kUp>
+cudaError_t launch_shape(const GroupedArgs& a, int64_t max_tiles, int tile_rows,
+                         cudaStream_t stream) {
+  if (tile_rows == Wide::BM) return launch_grouped<kUp, Wide>(a, max_tiles, stream);
+  if (tile_rows == Narrow::BM) return launch_grouped<kUp, Narrow>(a, max_tiles, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
-int64_t moe_max_tiles(int64_t R, int64_t E) {
-  return (R + kMoeTileRows - 1) / kMoeTileRows + (E < R ? E : R);
+int moe_tile_rows(int64_t R, int64_t E) {
+  // Up to 8 rows per expert on average (decode batches; prefill has hundreds): narrow tiles.
+  return R <= 8 * E ? Narrow::BM : Wide::BM;
+}
+
+int64_t moe_max_tiles(int64_t R, int64_t E, int tile_rows) {
+  return (R + tile_rows - 1) / tile_rows + (E < R ? E : R);
 }
 
 cudaError_t launch_moe_up_gemm(const float* x, const int32_t* row_token, const int32_t* offsets,
                                const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
-                               const uint16_t* w1, const uint16_t* w3, int64_t I, int64_t D,
-                               float limit, uint16_t* act, cudaStream_t stream) {
+                               int tile_rows, const uint16_t* w1, const uint16_t* w3, int64_t I,
+                               int64_t D, float limit, uint16_t* act, cudaStream_t stream) {
   if (max_tiles <= 0 || I <= 0) return cudaSuccess;
   if (D % 8 != 0) return cudaErrorInvalidValue;
   GroupedArgs a{x,  nullptr, row_token, offsets, tiles, num_tiles, w1,
                 w3, I,       D,         limit,   act,   nullptr};
-  return launch_grouped<true>(a, max_tiles, stream);
+  return launch_shape<true>(a, max_tiles, tile_rows, stream);
 }
 
 cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
-                                 const int32_t* num_tiles, int64_t max_tiles, const uint16_t* w2,
-                                 int64_t D, int64_t I, float* y, cudaStream_t stream) {
+                                 const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
+                                 const uint16_t* w2, int64_t D, int64_t I, float* y,
+                                 cudaStream_t stream) {
   if (max_tiles <= 0 || D <= 0) return cudaSuccess;
   if (I % 8 != 0) return cudaErrorInvalidValue;
   GroupedArgs a{nullptr, act, nullptr, offsets, tiles,   num_tiles, w2,
                 nullptr, D,   I,       0.f,     nullptr, y};
-  return launch_grouped<false>(a, max_tiles, stream);
+  return launch_shape<false>(a, max_tiles, tile_rows, stream);
 }
 
 }  // namespace deepinfer::cuda

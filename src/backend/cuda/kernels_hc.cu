@@ -73,11 +73,13 @@ __global__ void hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, cons
 
 // Row m's mixes from its partials: mix[j] = rmsnorm_unweighted(x) . fn[j], the RMS factor
 // applied to the dot products (as the CPU backend does). Chunks are summed in a fixed order.
-__device__ void row_mixes(const float* partial, int64_t m, int nchunks, int nmix, int64_t W,
-                          float norm_eps, float* mix) {
+// The partials hold nmix mixes (+ the sum of squares); only the first `want` are computed.
+__device__ void row_mixes(const float* partial, int64_t m, int nchunks, int nmix, int want,
+                          int64_t W, float norm_eps, float* mix) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const float* p = partial + m * nchunks * (nmix + 1);
-  for (int j = warp; j <= nmix; j += nw) {
+  for (int t = warp; t <= want; t += nw) {
+    const int j = t < want ? t : nmix;
     float acc = 0.f;
     for (int c = lane; c < nchunks; c += 32) acc += p[c * (nmix + 1) + j];
     acc = warp_sum(acc);
@@ -86,13 +88,15 @@ __device__ void row_mixes(const float* partial, int64_t m, int nchunks, int nmix
   __syncthreads();
   const float inv = 1.f / sqrtf(mix[nmix] / static_cast<float>(W) + norm_eps);
   __syncthreads();
-  for (int j = threadIdx.x; j < nmix; j += blockDim.x) mix[j] *= inv;
+  for (int j = threadIdx.x; j < want; j += blockDim.x) mix[j] *= inv;
   __syncthreads();
 }
 
-// out[d] = sum_h pre[h] x[h, d], accumulated in stream order like the CPU backend.
-__device__ void collapse(const float* x, const float* pre, int hc, int64_t D, float* out) {
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+// out[d] = sum_h pre[h] x[h, d] for d in [d0, d1), accumulated in stream order like the CPU
+// backend.
+__device__ void collapse(const float* x, const float* pre, int hc, int64_t D, int64_t d0,
+                         int64_t d1, float* out) {
+  for (int64_t d = d0 + threadIdx.x; d < d1; d += blockDim.x) {
     float o = pre[0] * x[d];
     for (int h = 1; h < hc; ++h) o += pre[h] * x[h * D + d];
     out[d] = o;
@@ -156,6 +160,17 @@ __device__ float sinkhorn_warp(float v, int hc, int iters, float eps) {
   return v;
 }
 
+// The columns [d0, d1) of D that block part `part` of `parts` collapses.
+__device__ void part_columns(int64_t D, int part, int parts, int64_t* d0, int64_t* d1) {
+  const int64_t per = (D + parts - 1) / parts;
+  *d0 = part * per < D ? part * per : D;
+  *d1 = *d0 + per < D ? *d0 + per : D;
+}
+
+// Grid (row, part): every part derives the row's pre weights from the partials (cheap) and
+// collapses its slice of the columns; part 0 also writes post and the Sinkhorn comb. Splitting
+// the columns keeps a decode step's few rows from running on one SM each; a value's arithmetic
+// does not depend on the split.
 __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
                               const float* base, const float* scale, int iters, float hc_eps,
                               float norm_eps, float* collapsed, float* post, float* comb) {
@@ -164,7 +179,17 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* pa
   const int64_t m = blockIdx.x, W = hc * D;
   const int nmix = (2 + hc) * hc;
   const float* x = X + m * W;
-  row_mixes(partial, m, nchunks, nmix, W, norm_eps, mix);
+  int64_t d0 = 0, d1 = 0;
+  part_columns(D, blockIdx.y, gridDim.y, &d0, &d1);
+  if (blockIdx.y > 0) {
+    row_mixes(partial, m, nchunks, nmix, hc, W, norm_eps, mix);  // the pre mixes only
+    if (threadIdx.x < hc)
+      pre[threadIdx.x] = sigmoidf_(mix[threadIdx.x] * scale[0] + base[threadIdx.x]) + hc_eps;
+    __syncthreads();
+    collapse(x, pre, hc, D, d0, d1, collapsed + m * D);
+    return;
+  }
+  row_mixes(partial, m, nchunks, nmix, nmix, W, norm_eps, mix);
   if (hc * hc <= 32) {
     if (threadIdx.x < 32) {
       const int lane = threadIdx.x;
@@ -188,7 +213,7 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* pa
     for (int i = 0; i < hc * hc; ++i) comb[m * hc * hc + i] = c[i];
   }
   __syncthreads();
-  collapse(x, pre, hc, D, collapsed + m * D);
+  collapse(x, pre, hc, D, d0, d1, collapsed + m * D);
 }
 
 __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
@@ -198,11 +223,13 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
   __shared__ float pre[kMaxHc];
   const int64_t m = blockIdx.x, W = hc * D;
   const float* x = X + m * W;
-  row_mixes(partial, m, nchunks, hc, W, norm_eps, mix);
+  row_mixes(partial, m, nchunks, hc, hc, W, norm_eps, mix);
   if (threadIdx.x < hc)
     pre[threadIdx.x] = sigmoidf_(mix[threadIdx.x] * scale[0] + base[threadIdx.x]) + hc_eps;
   __syncthreads();
-  collapse(x, pre, hc, D, out + m * D);
+  int64_t d0 = 0, d1 = 0;
+  part_columns(D, blockIdx.y, gridDim.y, &d0, &d1);
+  collapse(x, pre, hc, D, d0, d1, out + m * D);
 }
 
 // One thread per (m, d) writing all hc streams: X[m, :, d] is read once (not once per output
@@ -232,6 +259,14 @@ int64_t hc_partial_floats(int64_t M, int64_t hc, int64_t D, int64_t nmix) {
 
 namespace {
 
+// Column parts per row of the collapse: enough blocks for the device at a few rows, at most
+// one per 512 columns.
+unsigned collapse_parts(int64_t M, int64_t D) {
+  const int64_t by_rows = (256 + M - 1) / M, by_cols = (D + 511) / 512;
+  const int64_t parts = by_rows < by_cols ? by_rows : by_cols;
+  return static_cast<unsigned>(parts < 1 ? 1 : (parts > 64 ? 64 : parts));
+}
+
 cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
                                float* partial, int* nchunks, cudaStream_t stream) {
   const int64_t chunks = (W + kMixChunk - 1) / kMixChunk, tiles = (M + kMixRows - 1) / kMixRows;
@@ -259,7 +294,7 @@ cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, cons
   int nchunks = 0;
   cudaError_t e = launch_mix_partial(X, M, hc * D, fn, nmix, partial, &nchunks, stream);
   if (e != cudaSuccess) return e;
-  hc_pre_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(
+  hc_pre_kernel<<<dim3(static_cast<unsigned>(M), collapse_parts(M, D)), kThreads, 0, stream>>>(
       X, static_cast<int>(hc), D, partial, nchunks, base, scale, iters, hc_eps, norm_eps, collapsed,
       post, comb);
   return cudaGetLastError();
@@ -284,7 +319,7 @@ cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, con
   cudaError_t e =
       launch_mix_partial(X, M, hc * D, fn, static_cast<int>(hc), partial, &nchunks, stream);
   if (e != cudaSuccess) return e;
-  hc_head_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(
+  hc_head_kernel<<<dim3(static_cast<unsigned>(M), collapse_parts(M, D)), kThreads, 0, stream>>>(
       X, static_cast<int>(hc), D, partial, nchunks, base, scale, hc_eps, norm_eps, out);
   return cudaGetLastError();
 }

@@ -100,9 +100,9 @@ __global__ void route_kernel(const float* logits, int64_t E, int func, const flo
 
 // One block: counting sort of the R (token, slot) pairs by expert. Placement within an expert
 // uses atomics (any order): every consumer computes a row independently of its neighbours.
-__global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
-                                int32_t* row_token, int32_t* where, int32_t* tiles,
-                                int32_t* num_tiles, int32_t* err) {
+__global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E, int tile_rows,
+                                int32_t* offsets, int32_t* row_token, int32_t* where,
+                                int32_t* tiles, int32_t* num_tiles, int32_t* err) {
   extern __shared__ int32_t plan_smem[];  // count [E], cursor [E]
   int32_t* count = plan_smem;
   int32_t* cursor = plan_smem + E;
@@ -116,20 +116,61 @@ __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E,
       flag_error(err, kErrMoeExpert);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t run = 0, nt = 0;
-    for (int64_t e = 0; e < E; ++e) {
-      offsets[e] = run;
-      cursor[e] = run;
-      for (int32_t r = run; r < run + count[e]; r += kMoeTileRows) {
-        tiles[2 * nt] = static_cast<int32_t>(e);
-        tiles[2 * nt + 1] = r;
-        ++nt;
-      }
-      run += count[e];
+  // Offsets and tiles by a block-wide exclusive scan: thread t owns experts [t * per, ...).
+  __shared__ int32_t warp_rows[32], warp_tiles[32];
+  const int64_t per = (E + blockDim.x - 1) / blockDim.x, e0 = threadIdx.x * per;
+  const int64_t e1 = e0 + per < E ? e0 + per : E;
+  int32_t rows = 0, nt = 0;
+  for (int64_t e = e0; e < e1; ++e) {
+    rows += count[e];
+    nt += (count[e] + tile_rows - 1) / tile_rows;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  int32_t rows_in = rows, tiles_in = nt;  // inclusive scans within the warp
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t r = __shfl_up_sync(0xffffffffu, rows_in, o);
+    const int32_t t = __shfl_up_sync(0xffffffffu, tiles_in, o);
+    if (lane >= o) {
+      rows_in += r;
+      tiles_in += t;
     }
+  }
+  if (lane == 31) {
+    warp_rows[warp] = rows_in;
+    warp_tiles[warp] = tiles_in;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    int32_t r = lane < nw ? warp_rows[lane] : 0, t = lane < nw ? warp_tiles[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t ru = __shfl_up_sync(0xffffffffu, r, o);
+      const int32_t tu = __shfl_up_sync(0xffffffffu, t, o);
+      if (lane >= o) {
+        r += ru;
+        t += tu;
+      }
+    }
+    if (lane < nw) {
+      warp_rows[lane] = r;
+      warp_tiles[lane] = t;
+    }
+  }
+  __syncthreads();
+  int32_t run = rows_in - rows + (warp > 0 ? warp_rows[warp - 1] : 0);
+  int32_t tile = tiles_in - nt + (warp > 0 ? warp_tiles[warp - 1] : 0);
+  for (int64_t e = e0; e < e1; ++e) {
+    offsets[e] = run;
+    cursor[e] = run;
+    for (int32_t r = run; r < run + count[e]; r += tile_rows) {
+      tiles[2 * tile] = static_cast<int32_t>(e);
+      tiles[2 * tile + 1] = r;
+      ++tile;
+    }
+    run += count[e];
+  }
+  if (threadIdx.x == blockDim.x - 1) {
     offsets[E] = run;
-    *num_tiles = nt;
+    *num_tiles = tile;
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < R; i += blockDim.x) {
@@ -175,12 +216,12 @@ cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, co
   return cudaGetLastError();
 }
 
-cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int32_t* offsets,
-                            int32_t* row_token, int32_t* where, int32_t* tiles, int32_t* num_tiles,
-                            int32_t* err, cudaStream_t stream) {
-  if (E <= 0 || E > kMaxPlanExperts || k <= 0) return cudaErrorInvalidValue;
+cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int tile_rows,
+                            int32_t* offsets, int32_t* row_token, int32_t* where, int32_t* tiles,
+                            int32_t* num_tiles, int32_t* err, cudaStream_t stream) {
+  if (E <= 0 || E > kMaxPlanExperts || k <= 0 || tile_rows <= 0) return cudaErrorInvalidValue;
   moe_plan_kernel<<<1, 1024, static_cast<size_t>(2 * E) * sizeof(int32_t), stream>>>(
-      idx, R, k, E, offsets, row_token, where, tiles, num_tiles, err);
+      idx, R, k, E, tile_rows, offsets, row_token, where, tiles, num_tiles, err);
   return cudaGetLastError();
 }
 
