@@ -102,6 +102,35 @@ int main() {
     row(name, s, M * (W + K) * hd * 4.0 + 2 * M * H * hd * 4.0);
     std::printf("%-44s %10.1f TFLOP/s\n", "", flops / s / 1e12);
   }
+  // One decode query (M = 1), 64 heads of 512: how the time grows with the keys it sees (the
+  // window's 128, then a prefix of compressed entries as HCA sees them, then CSA's 512 picks).
+  {
+    const int64_t H = 64, hd = 512, W = 128, E = 2048;
+    Tensor q = random_dev(*g, {1, H, hd}, DType::kF32, 3);
+    Tensor win = random_dev(*g, {W, hd}, DType::kF32, 4);
+    Tensor comp = random_dev(*g, {E, hd}, DType::kF32, 5);
+    Tensor sinks = random_dev(*g, {H}, DType::kF32, 6);
+    Tensor out = g->empty({1, H, hd});
+    for (int32_t n : {0, 32, 128, 512, 2048}) {
+      Tensor vis = g->empty({1}, DType::kI32);
+      g->upload(&n, vis);
+      const double s = time_op([&] {
+        g->attention(q, win, W, n > 0 ? comp.view() : TensorView(), TensorView(),
+                     n > 0 ? vis.view() : TensorView(), sinks, 0.04f, out);
+      });
+      char name[96];
+      std::snprintf(name, sizeof name, "attention M=1 keys=128+%d (prefix)", n);
+      row(name, s, (W + n) * hd * 4.0 + 2 * H * hd * 4.0);
+    }
+    std::vector<int32_t> idx(512);
+    for (int64_t j = 0; j < 512; ++j) idx[j] = static_cast<int32_t>((j * 7919) % 1024);
+    Tensor didx = g->empty({1, 512}, DType::kI32);
+    g->upload(idx.data(), didx);
+    const TensorView comp1k = comp.view().slice_rows(0, 1024);
+    const double s =
+        time_op([&] { g->attention(q, win, W, comp1k, didx, TensorView(), sinks, 0.04f, out); });
+    row("attention M=1 keys=128+512 of 1024 (comp_idx)", s, 640 * hd * 4.0 + 2 * H * hd * 4.0);
+  }
   // Indexer scores at 64k context (16k compressed entries), 64 heads of 128.
   for (int64_t M : {1, 64}) {
     const int64_t E = 16384, nh = 64, d = 128;

@@ -48,6 +48,7 @@ TEST_F(Attn, AttentionMatchesCpu) {
       {7, 3, 32, 3, 16, 5, 0, Comp::kVisible},
       {40, 16, 128, 20, 32, 10, 0, Comp::kVisible},
       {3, 2, 48, 0, 8, 4, 0, Comp::kIdx},
+      {3, 2, 32, 2, 8, 41000, 40, Comp::kIdx},  // more entries than the dedup table: pairwise
       // V4-Flash shapes: one query (the keys split over many blocks) and a batch of queries.
       {1, 64, 512, 127, 128, 2000, 512, Comp::kIdx},
       {24, 64, 512, 127, 128, 700, 512, Comp::kIdx},

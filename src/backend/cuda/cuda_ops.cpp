@@ -123,7 +123,7 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   // sequence alone (the most keys any of its rows can see: the exact counts are on the device).
   std::vector<AttnRow> rows(static_cast<size_t>(M));
   const int64_t groups = (H + kAttnHeadsPerBlock - 1) / kAttnHeadsPerBlock;
-  int64_t Kmax = 0, blocks = 0, part_rows = 0;
+  int64_t Kmax = 0, Emax = 0, blocks = 0, part_rows = 0;
   int first_splits = 0;
   bool uniform = true;  // every segment chose the same splits
   for (const AttentionSegment& seg : segments) {
@@ -152,6 +152,7 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     expect_no_alias(op, "out", out, "win_kv", seg.win_kv);
     if (E > 0) expect_no_alias(op, "out", out, "comp_kv", seg.comp_kv);
     Kmax = std::max(Kmax, K);
+    if (K > 0) Emax = std::max(Emax, E);
     const int64_t max_keys = std::min<int64_t>(window, P + S) + (use_idx ? K : (use_vis ? E : 0));
     const int splits = attention_splits(S, H, max_keys, ctx_->num_sms());
     if (S > 0) {
@@ -187,7 +188,7 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   if (Kmax > 0) {
     list_buf = scratch(static_cast<size_t>(M * Kmax) * sizeof(int32_t));
     count_buf = scratch(static_cast<size_t>(M) * sizeof(int32_t));
-    check(launch_dedup_idx(rows_ptr, M, Kmax, static_cast<int32_t*>(list_buf.get()),
+    check(launch_dedup_idx(rows_ptr, M, Kmax, Emax, static_cast<int32_t*>(list_buf.get()),
                            static_cast<int32_t*>(count_buf.get()), ctx_->error_word(),
                            ctx_->stream()),
           op);

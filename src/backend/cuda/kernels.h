@@ -87,8 +87,9 @@ struct AttnRow {
 };
 // Compacts idx of every row with one: the distinct entries >= 0 (entries >= E are flagged and
 // dropped), in row order, into list [M, Kmax] with count [M] (0 for rows without idx).
-cudaError_t launch_dedup_idx(const AttnRow* rows, int64_t M, int64_t Kmax, int32_t* list,
-                             int32_t* count, int32_t* err, cudaStream_t stream);
+// Emax: the most entries any row's comp has (sizes the first-occurrence table).
+cudaError_t launch_dedup_idx(const AttnRow* rows, int64_t M, int64_t Kmax, int64_t Emax,
+                             int32_t* list, int32_t* count, int32_t* err, cudaStream_t stream);
 inline constexpr int64_t kMaxAttnHeadDim = 512;
 inline constexpr int kAttnHeadsPerBlock = 16;
 // Key splits for M queries of H heads with at most max_keys keys each: enough blocks to fill the

@@ -31,13 +31,29 @@ __global__ void hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, cons
   const int64_t c0 = int64_t{blockIdx.y} * kMixChunk;
   const int rows = static_cast<int>(M - r0 < kMixRows ? M - r0 : kMixRows);
   const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
-  for (int i = threadIdx.x; i < kMixRows * kMixChunk; i += blockDim.x) {
-    const int r = i / kMixChunk, k = i % kMixChunk;
-    xs[r * ld + k] = r < rows && k < len ? X[(r0 + r) * W + c0 + k] : 0.f;
-  }
-  for (int i = threadIdx.x; i < nmix * kMixChunk; i += blockDim.x) {
-    const int j = i / kMixChunk, k = i % kMixChunk;
-    fs[j * ld + k] = k < len ? fn[j * W + c0 + k] : 0.f;
+  // Staged in batches whose loads (non-coherent, so they cannot alias the shared stores) all
+  // issue before the batch's stores: loads interleaved with stores went one round trip each.
+  constexpr int kBatch = 8;
+  const int total = (kMixRows + nmix) * kMixChunk;
+  for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
+    float v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kThreads + threadIdx.x, r = i / kMixChunk, k = i % kMixChunk;
+      v[u] = 0.f;
+      if (i < total && k < len) {
+        if (r < kMixRows) {
+          if (r < rows) v[u] = __ldg(X + (r0 + r) * W + c0 + k);
+        } else {
+          v[u] = __ldg(fn + (r - kMixRows) * W + c0 + k);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kThreads + threadIdx.x;
+      if (i < total) xs[(i / kMixChunk) * ld + i % kMixChunk] = v[u];  // xs then fs, contiguous
+    }
   }
   __syncthreads();
   // One thread per (4 rows, mix): sequential dots over the chunk (the last mix slot is the sum
