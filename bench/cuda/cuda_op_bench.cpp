@@ -82,6 +82,27 @@ int main() {
       row(name, s, N * K * 2.0 + M * K * 4.0 + M * N * 4.0);
     }
   }
+  // Does a row's product depend on how many rows share the matmul? (the engine's determinism
+  // per seq_seed needs it not to): row 0 alone vs inside batches, bitwise, at model shapes.
+  for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
+           {4096, 8192}, {32768, 1024}, {2560, 4096}, {4352, 4096}, {129280, 4096}}) {
+    Tensor w = random_dev(*g, {N, K}, DType::kBF16, 21);
+    Tensor x = random_dev(*g, {256, K}, DType::kF32, 22);
+    std::vector<float> alone(N), batched(N);
+    Tensor out1 = g->empty({1, N});
+    g->matmul(x.view().slice_rows(0, 1), w, out1);
+    g->download(out1, alone.data());
+    std::printf("matmul N=%lld K=%lld row 0 alone vs batched:", (long long)N, (long long)K);
+    for (int64_t M : {2, 8, 64, 256}) {
+      Tensor outM = g->empty({M, N});
+      g->matmul(x.view().slice_rows(0, M), w, outM);
+      g->download(outM.view().slice_rows(0, 1), batched.data());
+      int64_t differ = 0;
+      for (int64_t i = 0; i < N; ++i) differ += alone[i] != batched[i];
+      std::printf("  M=%lld: %lld differ", (long long)M, (long long)differ);
+    }
+    std::printf("\n");
+  }
   // Attention, 64 heads of 512: window 128 + 512 selected compressed entries per query.
   for (int64_t M : {1, 8, 64, 256, 4096}) {
     const int64_t H = 64, hd = 512, W = 128, E = 16384, K = 512;

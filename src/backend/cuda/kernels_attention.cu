@@ -168,8 +168,8 @@ __global__ void indexer_rows_kernel(const float* q, int64_t nh, int64_t d, const
   float* ks = qs + nh * dq;          // [32][d]
   float* ws = ks + kIdxEntries * d;  // [nh]
   const float* qrow = q + row.q_row * nh * d;
-  for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) qs[(i / d) * dq + i % d] = qrow[i];
-  for (int64_t i = threadIdx.x; i < live * d; i += blockDim.x) ks[i] = row.k[e0 * d + i];
+  stage_rows<8>(qrow, nh * d, qs, [&](int64_t i) { return (i / d) * dq + i % d; });
+  stage_rows<8>(row.k + e0 * d, live * d, ks, [](int64_t i) { return i; });
   for (int64_t h = threadIdx.x; h < nh; h += blockDim.x) ws[h] = w[row.q_row * nh + h];
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -73,6 +73,27 @@ __device__ __forceinline__ unsigned long long topk_key(float v, int64_t i) {
   return (static_cast<unsigned long long>(o) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(i));
 }
 
+// dst[dst_index(i)] = src[i] for i < n, by the whole block, in batches of kBatch loads per
+// thread that all issue before the batch's stores (non-coherent loads cannot alias the stores;
+// a loop of load-then-store goes one memory round trip per iteration).
+template <int kBatch, typename DstIndex>
+__device__ __forceinline__ void stage_rows(const float* src, int64_t n, float* dst,
+                                           DstIndex dst_index) {
+  for (int64_t i0 = 0; i0 < n; i0 += int64_t{kBatch} * blockDim.x) {
+    float v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = i0 + int64_t{u} * blockDim.x + threadIdx.x;
+      v[u] = i < n ? __ldg(src + i) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = i0 + int64_t{u} * blockDim.x + threadIdx.x;
+      if (i < n) dst[dst_index(i)] = v[u];
+    }
+  }
+}
+
 // Records the first error code of a launch-sequence; later ones are dropped.
 __device__ __forceinline__ void flag_error(int32_t* err, int32_t code) {
   if (err) atomicCAS(err, 0, code);

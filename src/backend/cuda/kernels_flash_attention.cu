@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
   // Staging map: each thread copies 4 columns of every rstep-th key row.
   constexpr int per_row = hdp / 4, rstep = kThreads / per_row;
   constexpr int kRowsPerThread = kChunk / rstep;
-  constexpr int kStageBatch = kRowsPerThread < 8 ? kRowsPerThread : 8;
+  constexpr int kStageBatch = kRowsPerThread < 16 ? kRowsPerThread : 16;
   static_assert(kRowsPerThread % kStageBatch == 0, "staging batches cover the chunk");
   const int col4 = threadIdx.x % per_row, row0 = threadIdx.x / per_row;
 

@@ -88,18 +88,40 @@ __global__ void hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, cons
 }
 
 // Row m's mixes from its partials: mix[j] = rmsnorm_unweighted(x) . fn[j], the RMS factor
-// applied to the dot products (as the CPU backend does). Chunks are summed in a fixed order.
-// The partials hold nmix mixes (+ the sum of squares); only the first `want` are computed.
+// applied to the dot products (as the CPU backend does). The partials hold nmix mixes (+ the sum
+// of squares at slot nmix); only the first `want` mixes (and the sum of squares) are computed.
+// Warp w sums slots w, w + nw, ... (lane l: chunks l, l + 32, ... in order, then a warp sum), so a
+// slot's bits do not depend on `want`; the loads of kSlots slots x 4 chunks issue together.
 __device__ void row_mixes(const float* partial, int64_t m, int nchunks, int nmix, int want,
                           int64_t W, float norm_eps, float* mix) {
+  constexpr int kSlots = 4, kChunks = 4;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const float* p = partial + m * nchunks * (nmix + 1);
-  for (int t = warp; t <= want; t += nw) {
-    const int j = t < want ? t : nmix;
-    float acc = 0.f;
-    for (int c = lane; c < nchunks; c += 32) acc += p[c * (nmix + 1) + j];
-    acc = warp_sum(acc);
-    if (lane == 0) mix[j] = acc;
+  for (int t0 = warp; t0 <= want; t0 += nw * kSlots) {
+    float acc[kSlots] = {0.f, 0.f, 0.f, 0.f};
+    for (int c0 = lane; c0 < nchunks; c0 += 32 * kChunks) {
+      float v[kSlots][kChunks];
+#pragma unroll
+      for (int u = 0; u < kSlots; ++u) {
+        const int t = t0 + u * nw, slot = t < want ? t : nmix;
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i) {
+          const int c = c0 + 32 * i;
+          v[u][i] = t <= want && c < nchunks ? p[c * (nmix + 1) + slot] : 0.f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kSlots; ++u)
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i)
+          if (c0 + 32 * i < nchunks) acc[u] += v[u][i];
+    }
+#pragma unroll
+    for (int u = 0; u < kSlots; ++u) {
+      const int t = t0 + u * nw;
+      const float sum = warp_sum(acc[u]);
+      if (lane == 0 && t <= want) mix[t < want ? t : nmix] = sum;
+    }
   }
   __syncthreads();
   const float inv = 1.f / sqrtf(mix[nmix] / static_cast<float>(W) + norm_eps);
@@ -250,18 +272,25 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
 
 // One thread per (m, d) writing all hc streams: X[m, :, d] is read once (not once per output
 // stream); the weight of X[m, j] in stream h is comb[m, j, h], summed in the same order as before.
+// kHcMax bounds hc at compile time so that the streams stay in registers (4: V4's hc_mult).
+template <int kHcMax>
 __global__ void hc_post_kernel(const float* X, const float* y, const float* post, const float* comb,
                                int64_t M, int hc, int64_t D, float* out) {
   const int64_t total = M * D;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
     const int64_t d = t % D, m = t / D;
-    float x[kMaxHc];
-    for (int j = 0; j < hc; ++j) x[j] = X[(m * hc + j) * D + d];
-    const float yv = y[m * D + d];
-    for (int h = 0; h < hc; ++h) {
+    float x[kHcMax];
+#pragma unroll
+    for (int j = 0; j < kHcMax; ++j) x[j] = j < hc ? __ldg(X + (m * hc + j) * D + d) : 0.f;
+    const float yv = __ldg(y + m * D + d);
+#pragma unroll
+    for (int h = 0; h < kHcMax; ++h) {
+      if (h >= hc) break;
       float o = post[m * hc + h] * yv;
-      for (int j = 0; j < hc; ++j) o += comb[(m * hc + j) * hc + h] * x[j];
+#pragma unroll
+      for (int j = 0; j < kHcMax; ++j)
+        if (j < hc) o += comb[(m * hc + j) * hc + h] * x[j];
       out[(m * hc + h) * D + d] = o;
     }
   }
@@ -321,8 +350,14 @@ cudaError_t launch_hc_post(const float* X, const float* y, const float* post, co
   const int64_t total = M * D;
   if (total <= 0) return cudaSuccess;
   if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
-  hc_post_kernel<<<blocks_for(total < (int64_t{1} << 24) ? total : (int64_t{1} << 24), kThreads),
-                   kThreads, 0, stream>>>(X, y, post, comb, M, static_cast<int>(hc), D, out);
+  const unsigned blocks =
+      blocks_for(total < (int64_t{1} << 24) ? total : (int64_t{1} << 24), kThreads);
+  if (hc <= 4)
+    hc_post_kernel<4><<<blocks, kThreads, 0, stream>>>(X, y, post, comb, M, static_cast<int>(hc),
+                                                       D, out);
+  else
+    hc_post_kernel<kMaxHc><<<blocks, kThreads, 0, stream>>>(X, y, post, comb, M,
+                                                            static_cast<int>(hc), D, out);
   return cudaGetLastError();
 }
 
