@@ -174,6 +174,10 @@ inline std::vector<int32_t> ints(const Tensor& t) {
   return std::vector<int32_t>(t.data_as<int32_t>(), t.data_as<int32_t>() + t.numel());
 }
 
+inline std::vector<float> floats(const Tensor& t) {
+  return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
+}
+
 // Every op test: a CPU reference backend and the CUDA backend under test.
 class CudaVsCpu : public ::testing::Test {
  protected:

@@ -92,12 +92,16 @@ TEST_F(Ops, CopyColumnsMatchesCpu) {
 TEST_F(Ops, MatmulBf16WeightsMatchCpu) {
   SEED_TRACE();
   EXPECT_EQ(gpu->weight_dtype(), DType::kBF16);
-  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{{1, 64, 32},
-                                                            {3, 100, 257},
-                                                            {37, 512, 300},
-                                                            {128, 1024, 512},
-                                                            {5, 7, 1},
-                                                            {8, 130, 4096}}) {
+  for (auto [M, N, K] :
+       std::vector<std::array<int64_t, 3>>{{1, 64, 32},
+                                           {3, 100, 257},
+                                           {37, 512, 300},
+                                           {128, 1024, 512},
+                                           {5, 7, 1},
+                                           {8, 130, 4096},
+                                           {20, 200, 264},    // 16-row tiles
+                                           {65, 96, 136},     // 64-row tiles
+                                           {300, 64, 64}}) {  // past them: cuBLASLt
     for (bool acc : {false, true}) {
       Rng rng;
       const Tensor x = rand_host(rng, {M, K}), w = rand_host(rng, {N, K});
@@ -122,6 +126,31 @@ TEST_F(Ops, MatmulF32WeightsMatchCpu) {
   Tensor out = dev_poisoned(*gpu, {M, N});
   gpu->matmul(to_dev(*gpu, x), to_dev(*gpu, w), out);
   EXPECT_LE(rel_err(to_host(*gpu, out), ref), kTolF32);
+}
+
+// A row's product is bitwise the same whatever else shares the call (decode batches of any size
+// up to 256 rows): what the engine's determinism per seq_seed rests on. Measured on an H200,
+// cuBLASLt's kernels for 1-8 rows and for 64 or more differ in the last bits at model shapes.
+TEST_F(Ops, MatmulRowsAreBatchInvariant) {
+  SEED_TRACE();
+  Rng rng;
+  const int64_t N = 1000, K = 1024, G = 4, NG = 96;
+  const Tensor x = rand_host(rng, {256, K}), w = rand_host(rng, {N, K});
+  const Tensor wg = rand_host(rng, {G * NG, K / G});
+  const Tensor dx = to_dev(*gpu, x), dw = to_dev(*gpu, w, true), dwg = to_dev(*gpu, wg, true);
+  Tensor alone = gpu->empty({1, N}), galone = gpu->empty({1, G, NG});
+  gpu->matmul(dx.view().slice_rows(0, 1), dw, alone);
+  gpu->grouped_matmul(dx.view().slice_rows(0, 1).reshape({1, G, K / G}), dwg, galone);
+  const std::vector<float> want = floats(to_host(*gpu, alone)),
+                           gwant = floats(to_host(*gpu, galone));
+  for (int64_t M : {2, 16, 17, 64, 65, 200, 256}) {
+    Tensor out = gpu->empty({M, N}), gout = gpu->empty({M, G, NG});
+    gpu->matmul(dx.view().slice_rows(0, M), dw, out);
+    gpu->grouped_matmul(dx.view().slice_rows(0, M).reshape({M, G, K / G}), dwg, gout);
+    const std::vector<float> got = floats(to_host(*gpu, out)), ggot = floats(to_host(*gpu, gout));
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin())) << "matmul, M " << M;
+    EXPECT_TRUE(std::equal(gwant.begin(), gwant.end(), ggot.begin())) << "grouped, M " << M;
+  }
 }
 
 TEST_F(Ops, GroupedMatmulMatchesCpu) {

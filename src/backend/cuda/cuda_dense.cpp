@@ -71,6 +71,15 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
   if (w.dtype() == DType::kBF16) {
     xb = to_bf16(op, x.data_as<float>(), M * K);
     xa = xb.get();
+    // Decode-sized products on the batch-invariant tensor-core kernel (kernels.h); larger ones
+    // (prefill) through cuBLASLt.
+    if (dense_gemm_supported(M, N, K, K, K, xa, w.data())) {
+      check(launch_dense_gemm(static_cast<const uint16_t*>(xa), K, 0,
+                              static_cast<const uint16_t*>(w.data()), K, 0, out.data_as<float>(), N,
+                              0, M, N, K, 1, accumulate, ctx_->stream()),
+            op);
+      return;
+    }
   }
   gemm(op, w.dtype(), xa, K, 0, w.data(), K, 0, out.data_as<float>(), N, 0, M, N, K, 1,
        accumulate ? 1.f : 0.f);
@@ -87,14 +96,21 @@ void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const
   expect_no_alias(op, "out", out, "x", x);
   expect_no_alias(op, "out", out, "w", w);
   if (M == 0 || G == 0 || N == 0) return;
+  // Batch over groups: x_g = columns [g*K, g*K + K) of x [M, G*K], w_g = rows [g*N, g*N + N),
+  // out_g = columns [g*N, g*N + N) of out [M, G*N].
   std::shared_ptr<void> xb;
   const void* xa = x.data();
   if (w.dtype() == DType::kBF16) {
     xb = to_bf16(op, x.data_as<float>(), M * G * K);
     xa = xb.get();
+    if (dense_gemm_supported(M, N, K, G * K, K, xa, w.data())) {
+      check(launch_dense_gemm(static_cast<const uint16_t*>(xa), G * K, K,
+                              static_cast<const uint16_t*>(w.data()), K, N * K,
+                              out.data_as<float>(), G * N, N, M, N, K, G, false, ctx_->stream()),
+            op);
+      return;
+    }
   }
-  // Batch over groups: x_g = columns [g*K, g*K + K) of x [M, G*K], w_g = rows [g*N, g*N + N),
-  // out_g = columns [g*N, g*N + N) of out [M, G*N].
   gemm(op, w.dtype(), xa, G * K, K, w.data(), K, N * K, out.data_as<float>(), G * N, N, M, N, K, G,
        0.f);
 }

@@ -166,6 +166,19 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
                                  const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
                                  const uint16_t* w2, int64_t D, int64_t I, float* y,
                                  cudaStream_t stream);
+// Dense bf16 products of decode-sized batches on the same tensor-core tiles:
+// out_b[M, N] (+)= x_b[M, K] (bf16) w_b[N, K]^T for b < batch (element
+// strides sx / sw / so; leading dimensions ldx / ldw / ldo). Every output sums its 16-wide k
+// chunks in increasing order in one fp32 register whatever the tile shape (chosen from M), so a
+// row's result is bitwise the same for any M up to kDenseGemmMaxRows: the batch invariance
+// cuBLASLt does not give (its kernels for 1-8 and for 64+ rows differ in the last bits).
+inline constexpr int64_t kDenseGemmMaxRows = 256;
+bool dense_gemm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldw, const void* x,
+                          const void* w);
+cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,
+                              int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so,
+                              int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
+                              cudaStream_t stream);
 // out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order (where < 0: skipped); M rows of D.
 cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
                                int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream);

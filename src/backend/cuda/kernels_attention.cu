@@ -57,8 +57,8 @@ __device__ void compact_round(bool keep, int32_t v, int32_t* list, int* warp_cou
 // E) per row instead of the pairwise scan's O(K^2) (25 us for one 512-wide decode row).
 constexpr int64_t kDedupTableEntries = 40 * 1024;
 
-__global__ void dedup_table_kernel(const AttnRow* rows, int64_t Kmax, int32_t* list,
-                                   int32_t* count, int32_t* err) {
+__global__ void dedup_table_kernel(const AttnRow* rows, int64_t Kmax, int32_t* list, int32_t* count,
+                                   int32_t* err) {
   extern __shared__ int32_t first[];  // [E]
   __shared__ int warp_counts[32];
   __shared__ int base;
@@ -388,10 +388,9 @@ cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_
   const size_t sort_bytes = P * sizeof(unsigned long long);
   const bool staged = N <= kTopkStageMax;
   const size_t bytes = sort_bytes + (staged ? static_cast<size_t>(N) * sizeof(uint32_t) : 0);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kMaxTopk * sizeof(unsigned long long) +
-                                            kTopkStageMax * sizeof(uint32_t)));
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(kMaxTopk * sizeof(unsigned long long) + kTopkStageMax * sizeof(uint32_t)));
   if (attr != cudaSuccess) return attr;
   topk_kernel<<<static_cast<unsigned>(M), kTopkThreads, bytes, stream>>>(scores, N, k, P, staged,
                                                                          idx);

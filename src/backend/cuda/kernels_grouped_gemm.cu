@@ -40,6 +40,9 @@ struct TileShape {
 };
 using Wide = TileShape<64, 128, 2, 4, 2>;
 using Narrow = TileShape<16, 64, 1, 4, 4>;
+// Dense products of one to 16 rows (decode): one warp per 16 columns, 8 stages deep, so that a
+// 4096-wide output still spreads over 256 blocks with ~14 KB of weights in flight each.
+using Thin = TileShape<16, 16, 1, 1, 8>;
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return static_cast<uint32_t>(f32_to_bf16_bits(lo)) |
@@ -51,24 +54,36 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// kUp / kDown: the experts' two GEMMs over the plan's tiles. kDense: one plain product out[M, N]
+// (+)= x[M, K] w[N, K]^T of bf16 x (cp.async-staged like down's activations; staging fp32 rows
+// through registers a stage ahead left a decode row's product latency-bound), batched over
+// blockIdx.y.
+enum Mode { kUpGemm, kDownGemm, kDenseGemm };
+
 struct GroupedArgs {
   const float* x_f32;      // up: x [*, K] fp32, rows gathered through row_token
-  const uint16_t* x_bf16;  // down: act [R, K] bf16
+  const uint16_t* x_bf16;  // down: act [R, K] bf16; dense: x [M, ldx] bf16
   const int32_t* row_token;
   const int32_t* offsets;  // [E + 1]
   const int32_t* tiles;    // [max_tiles] packed (expert, first row)
   const int32_t* num_tiles;
-  const uint16_t* w1;  // [E, N, K] (down: w2)
+  const uint16_t* w1;  // [E, N, K] (down: w2; dense: w [N, ldw])
   const uint16_t* w3;  // up only
   int64_t N, K;
   float limit;
   uint16_t* act_out;  // up: [R, N] bf16
-  float* y_out;       // down: [R, N] fp32
+  float* y_out;       // down: [R, N] fp32; dense: out [M, ldo]
+  // dense only: rows, leading dimensions and batch strides (elements), accumulate into out
+  int64_t M = 0, ldx = 0, ldw = 0, ldo = 0, sx = 0, sw = 0, so = 0;
+  bool accumulate = false;
 };
 
-// Grid: (tile slot) x (column tile). kUp: columns are BN/2 features of w1 then the same of w3.
-template <bool kUp, typename T>
+// Grid: (tile slot) x (column tile) [x batch]. kUp: columns are BN/2 features of w1 then the
+// same of w3.
+template <Mode kMode, typename T>
 __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
+  constexpr bool kUp = kMode == kUpGemm, kDense = kMode == kDenseGemm;
+  constexpr bool kAF32 = kUp;  // fp32 A rows through registers (else bf16 by cp.async)
   constexpr int BM = T::BM, BN = T::BN, S = T::STAGES, NT = T::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
   __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);  // [S][BM][kLd]
@@ -77,14 +92,30 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   constexpr int kFeat = kUp ? BN / 2 : BN;  // output features per block
   const int64_t col_tiles = (g.N + kFeat - 1) / kFeat;
   const int64_t slot = blockIdx.x / col_tiles, ct = blockIdx.x % col_tiles;
-  if (slot >= *g.num_tiles) return;
-  const int32_t e = g.tiles[2 * slot], r0 = g.tiles[2 * slot + 1];
-  const int32_t r_end = g.offsets[e + 1];
-  const int rows = r_end - r0 < BM ? r_end - r0 : BM;
   const int64_t n0 = ct * kFeat;
   const int64_t K = g.K;
-  const uint16_t* w1 = g.w1 + static_cast<int64_t>(e) * g.N * K;
-  const uint16_t* w3 = kUp ? g.w3 + static_cast<int64_t>(e) * g.N * K : nullptr;
+  int64_t r0 = 0, ldw = K;
+  int rows = 0;
+  const uint16_t *w1 = nullptr, *w3 = nullptr;
+  const uint16_t* x_bf16 = g.x_bf16;
+  int64_t ldx = K;
+  if constexpr (kDense) {
+    r0 = slot * BM;
+    if (r0 >= g.M) return;
+    rows = g.M - r0 < BM ? static_cast<int>(g.M - r0) : BM;
+    ldw = g.ldw;
+    ldx = g.ldx;
+    w1 = g.w1 + blockIdx.y * g.sw;
+    x_bf16 += blockIdx.y * g.sx;
+  } else {
+    if (slot >= *g.num_tiles) return;
+    const int32_t e = g.tiles[2 * slot];
+    r0 = g.tiles[2 * slot + 1];
+    const int64_t r_end = g.offsets[e + 1];
+    rows = r_end - r0 < BM ? static_cast<int>(r_end - r0) : BM;
+    w1 = g.w1 + static_cast<int64_t>(e) * g.N * K;
+    if constexpr (kUp) w3 = g.w3 + static_cast<int64_t>(e) * g.N * K;
+  }
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wm = warp % T::WARPS_M, wn = warp / T::WARPS_M;
@@ -95,7 +126,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   const int bc = (tid & 7) * 8, ac = (tid & 15) * 4;
   const float* a_src[kAF32Loads];
   const uint16_t* ab_src[kALoads];
-  if constexpr (kUp) {
+  if constexpr (kAF32) {
 #pragma unroll
     for (int i = 0; i < kAF32Loads; ++i) {
       const int r = (tid >> 4) + (NT / 16) * i;
@@ -105,7 +136,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 #pragma unroll
     for (int i = 0; i < kALoads; ++i) {
       const int r = (tid >> 3) + (NT / 8) * i;
-      ab_src[i] = r < rows ? g.x_bf16 + static_cast<int64_t>(r0 + r) * K : nullptr;
+      ab_src[i] = r < rows ? x_bf16 + (r0 + r) * ldx : nullptr;
     }
   }
   const uint16_t* b_src[kBLoads];
@@ -116,7 +147,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     const int64_t n = kUp ? n0 + br % (BN / 2) : n0 + br;
     const uint16_t* base = kUp && br >= BN / 2 ? w3 : w1;
     b_ok[i] = n < g.N;
-    b_src[i] = base + (b_ok[i] ? n : 0) * K;
+    b_src[i] = base + (b_ok[i] ? n : 0) * ldw;
   }
 
   const int KT = static_cast<int>((K + kBK - 1) / kBK);
@@ -129,7 +160,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
       for (int i = 0; i < kBLoads; ++i)
         cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc, b_src[i] + (kin ? k : 0),
                    b_ok[i] && kin);
-      if constexpr (!kUp) {
+      if constexpr (!kAF32) {
 #pragma unroll
         for (int i = 0; i < kALoads; ++i)
           cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
@@ -139,14 +170,14 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     cp_async_commit();  // empty past the end, so the group count stays uniform
   };
   float4 a_reg[kAF32Loads];
-  auto load_a = [&](int kt) {  // up only: fp32 rows gathered into registers
+  auto load_a = [&](int kt) {  // up / dense: fp32 rows gathered into registers
     const int64_t k = static_cast<int64_t>(kt) * kBK + ac;
 #pragma unroll
     for (int i = 0; i < kAF32Loads; ++i)
       a_reg[i] = a_src[i] && k < K ? __ldg(reinterpret_cast<const float4*>(a_src[i] + k))
                                    : make_float4(0.f, 0.f, 0.f, 0.f);
   };
-  auto store_a = [&](int kt) {  // up only: registers -> bf16 tile of stage kt
+  auto store_a = [&](int kt) {  // up / dense: registers -> bf16 tile of stage kt
     const int buf = kt % S;
 #pragma unroll
     for (int i = 0; i < kAF32Loads; ++i) {
@@ -166,7 +197,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) load_stage(st);
-  if constexpr (kUp) {
+  if constexpr (kAF32) {
     load_a(0);
     store_a(0);
   }
@@ -176,7 +207,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     cp_async_wait<S - 2>();  // stage kt has landed (this thread's part)
     __syncthreads();         // ... everyone's, and stage kt - 1 is no longer read
     load_stage(kt + S - 1);
-    if constexpr (kUp)
+    if constexpr (kAF32)
       if (kt + 1 < KT) load_a(kt + 1);
 #pragma unroll
     for (int ks = 0; ks < kBK; ks += 16) {
@@ -197,7 +228,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
           mma_bf16_16816(acc[i][2 * j + 1], a[i], b[j][2], b[j][3]);
         }
     }
-    if constexpr (kUp)
+    if constexpr (kAF32)
       if (kt + 1 < KT) store_a(kt + 1);
   }
   cp_async_wait<0>();
@@ -210,15 +241,22 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
       for (int h = 0; h < 2; ++h) {
         const int r = wm * T::WTM + i * 16 + gr + 8 * h;
         if (r >= rows) continue;
-        float* dst = g.y_out + static_cast<int64_t>(r0 + r) * g.N;
+        float* dst =
+            kDense ? g.y_out + blockIdx.y * g.so + (r0 + r) * g.ldo : g.y_out + (r0 + r) * g.N;
 #pragma unroll
         for (int j = 0; j < 2 * T::NJ; ++j) {
           const int64_t n = n0 + wn * T::WTN + j * 8 + tq * 2;
-          if (n + 1 < g.N) {
-            *reinterpret_cast<float2*>(dst + n) =
-                make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
-          } else if (n < g.N) {
-            dst[n] = acc[i][j][2 * h];
+          float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+          if (kDense && g.accumulate) {
+            if (n < g.N) v0 += dst[n];
+            if (n + 1 < g.N) v1 += dst[n + 1];
+          }
+          if (n + 1 < g.N &&
+              (!kDense || (g.ldo % 2 == 0 && (reinterpret_cast<uintptr_t>(dst) & 7) == 0))) {
+            *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);
+          } else {
+            if (n < g.N) dst[n] = v0;
+            if (n + 1 < g.N) dst[n + 1] = v1;
           }
         }
       }
@@ -252,25 +290,27 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   }
 }
 
-template <bool kUp, typename T>
-cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, cudaStream_t stream) {
-  constexpr int64_t feat = kUp ? T::BN / 2 : T::BN;
+template <Mode kMode, typename T>
+cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batch,
+                           cudaStream_t stream) {
+  constexpr int64_t feat = kMode == kUpGemm ? T::BN / 2 : T::BN;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
-  if (max_tiles * col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(grouped_gemm_kernel<kUp, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(T::kSmemBytes));
+  if (max_tiles * col_tiles > 0x7fffffff || batch > 65535) return cudaErrorInvalidValue;
+  static const cudaError_t attr = cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(T::kSmemBytes));
   if (attr != cudaSuccess) return attr;
-  grouped_gemm_kernel<kUp, T>
-      <<<static_cast<unsigned>(max_tiles * col_tiles), T::kThreads, T::kSmemBytes, stream>>>(a);
+  grouped_gemm_kernel<kMode, T>
+      <<<dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch)),
+         T::kThreads, T::kSmemBytes, stream>>>(a);
   return cudaGetLastError();
 }
 
-template <bool kUp>
+template <Mode kMode>
 cudaError_t launch_shape(const GroupedArgs& a, int64_t max_tiles, int tile_rows,
                          cudaStream_t stream) {
-  if (tile_rows == Wide::BM) return launch_grouped<kUp, Wide>(a, max_tiles, stream);
-  if (tile_rows == Narrow::BM) return launch_grouped<kUp, Narrow>(a, max_tiles, stream);
+  if (tile_rows == Wide::BM) return launch_grouped<kMode, Wide>(a, max_tiles, 1, stream);
+  if (tile_rows == Narrow::BM) return launch_grouped<kMode, Narrow>(a, max_tiles, 1, stream);
   return cudaErrorInvalidValue;
 }
 
@@ -293,7 +333,7 @@ cudaError_t launch_moe_up_gemm(const float* x, const int32_t* row_token, const i
   if (D % 8 != 0) return cudaErrorInvalidValue;
   GroupedArgs a{x,  nullptr, row_token, offsets, tiles, num_tiles, w1,
                 w3, I,       D,         limit,   act,   nullptr};
-  return launch_shape<true>(a, max_tiles, tile_rows, stream);
+  return launch_shape<kUpGemm>(a, max_tiles, tile_rows, stream);
 }
 
 cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
@@ -304,7 +344,36 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
   if (I % 8 != 0) return cudaErrorInvalidValue;
   GroupedArgs a{nullptr, act, nullptr, offsets, tiles,   num_tiles, w2,
                 nullptr, D,   I,       0.f,     nullptr, y};
-  return launch_shape<false>(a, max_tiles, tile_rows, stream);
+  return launch_shape<kDownGemm>(a, max_tiles, tile_rows, stream);
+}
+
+bool dense_gemm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldw, const void* x,
+                          const void* w) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return M >= 1 && M <= kDenseGemmMaxRows && N >= 1 && K >= 8 && K % 8 == 0 && ldx % 8 == 0 &&
+         ldw % 8 == 0 && aligned(x) && aligned(w);
+}
+
+cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,
+                              int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so,
+                              int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
+                              cudaStream_t stream) {
+  if (M <= 0 || N <= 0 || batch <= 0) return cudaSuccess;
+  if (!dense_gemm_supported(M, N, K, ldx, ldw, x, w) || sx % 8 != 0 || sw % 8 != 0)
+    return cudaErrorInvalidValue;
+  GroupedArgs a{nullptr, x, nullptr, nullptr, nullptr, nullptr, w,
+                nullptr, N, K,       0.f,     nullptr, out};
+  a.M = M;
+  a.ldx = ldx;
+  a.ldw = ldw;
+  a.ldo = ldo;
+  a.sx = sx;
+  a.sw = sw;
+  a.so = so;
+  a.accumulate = accumulate;
+  if (M <= Thin::BM) return launch_grouped<kDenseGemm, Thin>(a, 1, batch, stream);
+  if (M <= 64) return launch_grouped<kDenseGemm, Narrow>(a, (M + 15) / 16, batch, stream);
+  return launch_grouped<kDenseGemm, Wide>(a, (M + 63) / 64, batch, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -353,11 +353,11 @@ cudaError_t launch_hc_post(const float* X, const float* y, const float* post, co
   const unsigned blocks =
       blocks_for(total < (int64_t{1} << 24) ? total : (int64_t{1} << 24), kThreads);
   if (hc <= 4)
-    hc_post_kernel<4><<<blocks, kThreads, 0, stream>>>(X, y, post, comb, M, static_cast<int>(hc),
-                                                       D, out);
+    hc_post_kernel<4>
+        <<<blocks, kThreads, 0, stream>>>(X, y, post, comb, M, static_cast<int>(hc), D, out);
   else
-    hc_post_kernel<kMaxHc><<<blocks, kThreads, 0, stream>>>(X, y, post, comb, M,
-                                                            static_cast<int>(hc), D, out);
+    hc_post_kernel<kMaxHc>
+        <<<blocks, kThreads, 0, stream>>>(X, y, post, comb, M, static_cast<int>(hc), D, out);
   return cudaGetLastError();
 }
 
