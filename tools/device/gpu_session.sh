@@ -2,7 +2,8 @@
 # One call on the GPU machine: build everything the GPU needs, run the CUDA op/golden tests, the
 # fill and device-sampler tests and the engine tests on the GPU, generate with the bundled model
 # on the GPU, and benchmark (BENCH_CMDS, e.g. `B=build-gpu/src/api/deepinfer bash
-# bench/h200_full.sh`). SKIP_TESTS=1 builds and benchmarks only.
+# bench/h200_full.sh`). SKIP_TESTS=1 builds and benchmarks only; ARCHIVE=F packs every log into
+# one tarball F at the end (the device tool brings back at most 8 files).
 # Logs go to $OUT. The GPU image lacks the PCRE2 / ICU development files the tokenizer links:
 # carry .devdeps/devdeps.tar.xz (headers + shared libraries extracted from Debian 12 packages,
 # made by tools/device/make_devdeps.sh) and it is unpacked into /tmp/devx.
@@ -62,3 +63,4 @@ if [[ -n "${BENCH_CMDS:-}" ]]; then
 fi
 say "done"
 cat "$OUT/summary.txt"
+if [[ -n "${ARCHIVE:-}" ]]; then tar czf "$ARCHIVE" -C "$OUT" .; fi

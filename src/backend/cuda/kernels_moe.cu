@@ -98,6 +98,19 @@ __global__ void route_kernel(const float* logits, int64_t E, int func, const flo
   }
 }
 
+// Inclusive prefix sums of a and b over the lanes of a warp (all 32 lanes call).
+__device__ __forceinline__ void warp_inclusive_scan2(int32_t& a, int32_t& b) {
+  const int lane = threadIdx.x & 31;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t ua = __shfl_up_sync(0xffffffffu, a, o);
+    const int32_t ub = __shfl_up_sync(0xffffffffu, b, o);
+    if (lane >= o) {
+      a += ua;
+      b += ub;
+    }
+  }
+}
+
 // One block: counting sort of the R (token, slot) pairs by expert. Placement within an expert
 // uses atomics (any order): every consumer computes a row independently of its neighbours.
 __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E, int tile_rows,
@@ -127,14 +140,7 @@ __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E,
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   int32_t rows_in = rows, tiles_in = nt;  // inclusive scans within the warp
-  for (int o = 1; o < 32; o <<= 1) {
-    const int32_t r = __shfl_up_sync(0xffffffffu, rows_in, o);
-    const int32_t t = __shfl_up_sync(0xffffffffu, tiles_in, o);
-    if (lane >= o) {
-      rows_in += r;
-      tiles_in += t;
-    }
-  }
+  warp_inclusive_scan2(rows_in, tiles_in);
   if (lane == 31) {
     warp_rows[warp] = rows_in;
     warp_tiles[warp] = tiles_in;
@@ -142,14 +148,7 @@ __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E,
   __syncthreads();
   if (warp == 0) {
     int32_t r = lane < nw ? warp_rows[lane] : 0, t = lane < nw ? warp_tiles[lane] : 0;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int32_t ru = __shfl_up_sync(0xffffffffu, r, o);
-      const int32_t tu = __shfl_up_sync(0xffffffffu, t, o);
-      if (lane >= o) {
-        r += ru;
-        t += tu;
-      }
-    }
+    warp_inclusive_scan2(r, t);
     if (lane < nw) {
       warp_rows[lane] = r;
       warp_tiles[lane] = t;
