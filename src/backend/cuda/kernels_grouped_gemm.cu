@@ -1,15 +1,17 @@
 // Grouped GEMM of the routed experts on tensor cores (mma.sync m16n8k16, bf16 operands, fp32
 // accumulation), without the host: the row ranges of the experts come from the device-side plan
 // (launch_moe_plan) as a table of row tiles; the grid is sized for the most tiles R rows can make
-// and surplus blocks exit. Two uses:
-//   up:   act[r, i] = swiglu(x[row_token[r]] . w1[e, i], x[row_token[r]] . w3[e, i])  (bf16 out;
-//         a block computes BN/2 gate and the matching BN/2 up features, paired in the epilogue)
-//   down: y[r, d] = act[r] . w2[e, d]                                                (fp32 out)
+// and surplus blocks exit. Three uses:
+//   up:    act[r, i] = swiglu(x[row_token[r]] . w1[e, i], x[row_token[r]] . w3[e, i])  (bf16 out;
+//          a block computes BN/2 gate and the matching BN/2 up features, paired in the epilogue)
+//   down:  y[r, d] = act[r] . w2[e, d]                                                (fp32 out)
+//   dense: out[m, n] (+)= x[m] . w[n], the decode-sized products of matmul / grouped_matmul
 // Weight tiles stream in with cp.async through a multi-stage ring, overlapped with the
-// tensor-core work. Two tile shapes (Wide: 64 rows x 128 columns, 2 stages, for prefill; Narrow:
-// 16 x 64, 4 stages, for decode, where an expert has a few rows and the weight bytes in flight
-// set the speed). Every output accumulates its 16-wide k chunks in increasing order in one
-// register, so both shapes give the same bits for a row.
+// tensor-core work. Tile shapes: Wide (64 rows x 128 columns, 2 stages) for prefill-sized work;
+// Narrow (16 x 64, 4 stages) for decode, where an expert has a few rows and the weight bytes in
+// flight set the speed; Thin (16 x 16, one warp, 8 stages) for dense products of <= 16 rows.
+// Every output accumulates its 16-wide k chunks in increasing order in one register, so every
+// shape gives the same bits for a row.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/mma_ptx.cuh"
@@ -170,14 +172,14 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     cp_async_commit();  // empty past the end, so the group count stays uniform
   };
   float4 a_reg[kAF32Loads];
-  auto load_a = [&](int kt) {  // up / dense: fp32 rows gathered into registers
+  auto load_a = [&](int kt) {  // up only: fp32 rows gathered into registers
     const int64_t k = static_cast<int64_t>(kt) * kBK + ac;
 #pragma unroll
     for (int i = 0; i < kAF32Loads; ++i)
       a_reg[i] = a_src[i] && k < K ? __ldg(reinterpret_cast<const float4*>(a_src[i] + k))
                                    : make_float4(0.f, 0.f, 0.f, 0.f);
   };
-  auto store_a = [&](int kt) {  // up / dense: registers -> bf16 tile of stage kt
+  auto store_a = [&](int kt) {  // up only: registers -> bf16 tile of stage kt
     const int buf = kt % S;
 #pragma unroll
     for (int i = 0; i < kAF32Loads; ++i) {
