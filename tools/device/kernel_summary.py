@@ -9,7 +9,8 @@ from collections import defaultdict
 
 
 def short(name):
-    name = re.sub(r"deepinfer::cuda::|\(anonymous namespace\)::|^void ", "", name)
+    # ncu spells the anonymous namespace "<unnamed>"; demanglers "(anonymous namespace)".
+    name = re.sub(r"deepinfer::(cuda::)?|<unnamed>::|\(anonymous namespace\)::|^void ", "", name)
     name = re.sub(r"\((?![^<]*>).*$", "", name)  # drop the argument list (not a template's)
     return name[:70]
 
