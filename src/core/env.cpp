@@ -29,6 +29,10 @@ constexpr VarSpec kVars[] = {
      "CUDA backend: allow host-device synchronisation inside a model forward. By default anything "
      "that would make the host wait for the GPU there (a download, a host-side plan) is a loud "
      "error, because it stalls the launch pipeline and breaks graph capture. For debugging."},
+    {"DEEPINFER_ZERO_OVERHEAD_SCHEDULING", VarType::kBool, "1",
+     "Engine: plan and queue step N+1 while the device runs step N. Sampled tokens stay on the "
+     "device, where the next forward reads them; each step returns the outputs of the step "
+     "before it. 0 waits for every step's tokens before planning the next."},
     {"DEEPINFER_CPU_TIMER", VarType::kBool, "0",
      "Time named host sections (engine: schedule, prepare inputs, forward, sample, output "
      "processing; model: forward, attention and MoE blocks; CUDA backend: every op's host side) "

@@ -30,6 +30,8 @@ struct Engine::Request {
   std::optional<sampling::StopStringTracker> stops;
   RequestOutput out;
   bool finished = false;
+  int64_t pending_row = -1;        // with seq->token_pending: its row in in_flight_
+  bool pending_on_device = false;  // ... and whether in_flight_->next_ids holds it
 
   void reset() {
     id.clear();
@@ -41,6 +43,8 @@ struct Engine::Request {
     stops.reset();
     out = RequestOutput();
     finished = false;
+    pending_row = -1;
+    pending_on_device = false;
   }
 };
 
@@ -65,6 +69,7 @@ Engine::Engine(const EngineConfig& config) : config_(config) {
   int cuda_index = -1;
   backend_ = make_backend(config_.device, &cuda_index);
   sampler_ = make_step_sampler(*backend_);
+  zero_overhead_ = env::get_bool("DEEPINFER_ZERO_OVERHEAD_SCHEDULING");
   model_ = deepseek_v4::Model::load(config_.model, *backend_);
   const ModelConfig& mc = model_->config();
 
@@ -186,6 +191,9 @@ void Engine::finish(Request& r, const char* reason) {
 }
 
 void Engine::recycle(Request* r) {
+  if (in_flight_)
+    for (Request*& q : in_flight_->reqs)
+      if (q == r) q = nullptr;
   by_seq_.erase(r->seq->id);
   requests_.erase(r->id);
   seq_pool_.release(r->seq);
@@ -203,7 +211,14 @@ std::vector<RequestOutput> Engine::step() {
   // Preempted ones lose their state; their next prefill rebuilds it from their tokens.
   for (Sequence* seq : plan.preempted) by_seq_.at(seq->id)->state.reset();
   num_preemptions_ += plan.preempted.size();
-  if (plan.kind != StepKind::kPrefill && plan.kind != StepKind::kDecode) return {};
+  std::vector<RequestOutput> outputs;
+  if (plan.kind != StepKind::kPrefill && plan.kind != StepKind::kDecode) {
+    collect_sampling(outputs);
+    return outputs;
+  }
+  // Without the overlap, or when a token the plan feeds exists only on the host (a logprobs
+  // row, sampled there), the last step's tokens come in first.
+  if (in_flight_ && !(zero_overhead_ && pending_tokens_on_device(plan))) collect_sampling(outputs);
 
   std::vector<deepseek_v4::Model::BatchItem> items;
   std::vector<Request*> reqs;
@@ -215,10 +230,15 @@ std::vector<RequestOutput> Engine::step() {
       if (!r->state) r->state.emplace(model_->new_state());
       if (r->out.metrics.first_scheduled_time == 0) r->out.metrics.first_scheduled_time = now;
       // Only chunks that end in a sample need logits (the head is the largest matrix).
-      items.push_back({std::span<const int32_t>(s.seq->tokens.data() + s.begin, s.count),
-                       &*r->state,
-                       s.sample ? deepseek_v4::Model::BatchItem::Logits::kLast
-                                : deepseek_v4::Model::BatchItem::Logits::kNone});
+      deepseek_v4::Model::BatchItem item{
+          std::span<const int32_t>(s.seq->tokens.data() + s.begin, s.count), &*r->state,
+          s.sample ? deepseek_v4::Model::BatchItem::Logits::kLast
+                   : deepseek_v4::Model::BatchItem::Logits::kNone};
+      if (s.seq->token_pending && s.begin + s.count == s.seq->num_tokens()) {
+        DI_ASSERT(in_flight_ && r->pending_on_device);
+        item.last_id = in_flight_->next_ids.view().slice_rows(r->pending_row, r->pending_row + 1);
+      }
+      items.push_back(item);
       reqs.push_back(r);
     }
   }
@@ -228,11 +248,28 @@ std::vector<RequestOutput> Engine::step() {
     logits = sampler_->wants_device_logits() ? model_->forward_batch_on_device(items)
                                              : model_->forward_batch(items);
   }
+  // The last step's tokens, while this one runs on the device (they may end some of the
+  // sequences just queued: their rows are dropped).
+  collect_sampling(outputs);
+  launch_sampling(plan, reqs, std::move(logits));
+  if (!zero_overhead_) collect_sampling(outputs);
+  return outputs;
+}
 
+bool Engine::pending_tokens_on_device(const StepPlan& plan) const {
+  for (const ScheduledSeq& s : plan.seqs) {
+    if (!s.seq->token_pending || s.begin + s.count < s.seq->num_tokens()) continue;
+    if (!by_seq_.at(s.seq->id)->pending_on_device) return false;
+  }
+  return true;
+}
+
+void Engine::launch_sampling(const StepPlan& plan, const std::vector<Request*>& reqs,
+                             Tensor logits) {
   // Row k of `logits` belongs to the k-th scheduled sequence that samples (its chunk ends its
   // prompt, or a decode); the sampler processes it in place.
   std::vector<sampling::SampleRow> rows;
-  std::vector<int64_t> row_of;
+  InFlight f;
   {
     ScopedCpuTimer t("sample");
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
@@ -249,25 +286,58 @@ std::vector<RequestOutput> Engine::step() {
           seq->tokens.data() + seq->num_prompt_tokens, seq->num_generated());
       row.context.eos_token_ids = eos_ids_;
       rows.push_back(row);
-      row_of.push_back(static_cast<int64_t>(i));
+      // A request that finished while this step was queued (its last token came in above)
+      // still has its row sampled; the token is dropped.
+      f.reqs.push_back(r->finished ? nullptr : r);
     }
   }
-
   DI_ASSERT(logits.dim(0) == static_cast<int64_t>(rows.size()));
-
-  std::vector<StepSample> samples;
-  if (!rows.empty()) {
-    ScopedCpuTimer t("sample");
-    samples = sampler_->sample(logits, rows);
+  if (rows.empty()) return;
+  ScopedCpuTimer t("sample");
+  const int64_t R = static_cast<int64_t>(rows.size());
+  f.next_ids = backend_->empty({R}, DType::kI32);
+  const std::vector<bool> on_device = sampler_->launch(logits, rows, f.next_ids.view());
+  f.logits = std::move(logits);
+  for (int64_t k = 0; k < R; ++k) {
+    Request* r = f.reqs[k];
+    if (!r) continue;
+    Sequence& seq = *r->seq;
+    seq.tokens.push_back(0);  // the placeholder; collect_sampling writes the token
+    seq.token_pending = true;
+    r->pending_row = k;
+    r->pending_on_device = on_device[k];
+    const int64_t n_out = seq.num_generated();
+    const auto& max_tokens = r->params.max_tokens;
+    seq.final_token_pending = config_.engine_type == EngineType::kPrompt ||
+                              seq.num_tokens() >= max_model_len_ ||
+                              (max_tokens && n_out >= *max_tokens && n_out >= r->params.min_tokens);
   }
+  in_flight_ = std::move(f);
+}
 
-  std::vector<RequestOutput> outputs;
+void Engine::collect_sampling(std::vector<RequestOutput>& outputs) {
+  if (!in_flight_) return;
+  InFlight f = std::move(*in_flight_);
+  in_flight_.reset();
+  std::vector<StepSample> samples;
+  {
+    ScopedCpuTimer t("sample");
+    samples = sampler_->collect();
+  }
+  DI_ASSERT(samples.size() == f.reqs.size());
   ScopedCpuTimer t("output processing");
-  for (size_t k = 0; k < rows.size(); ++k) {
-    Request* r = reqs[row_of[k]];
-    if (r->finished) continue;  // aborted while it ran
+  for (size_t k = 0; k < f.reqs.size(); ++k) {
+    Request* r = f.reqs[k];
+    if (!r) continue;
+    Sequence& seq = *r->seq;
+    if (r->finished) {  // aborted while it ran
+      seq.token_pending = false;
+      continue;
+    }
     if (samples[k].error) {
       // A request whose logits cannot be sampled fails alone.
+      seq.tokens.pop_back();
+      seq.token_pending = false;
       finish(*r, "abort");
       outputs.push_back(r->out);
       continue;
@@ -275,12 +345,16 @@ std::vector<RequestOutput> Engine::step() {
     append_token(*r, samples[k].token, SampleOutcome{std::move(samples[k].logprobs)});
     outputs.push_back(r->out);
   }
-  return outputs;
 }
 
 void Engine::append_token(Request& r, int32_t token, const SampleOutcome& outcome) {
   Sequence& seq = *r.seq;
-  seq.tokens.push_back(token);
+  if (seq.token_pending) {
+    seq.tokens.back() = token;
+    seq.token_pending = false;
+  } else {
+    seq.tokens.push_back(token);
+  }
   CompletionOutput& c = r.out.outputs[0];
   c.token_ids.push_back(token);
   if (r.out.metrics.first_token_time == 0) r.out.metrics.first_token_time = now_seconds();

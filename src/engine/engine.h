@@ -4,7 +4,11 @@
 //   step():  schedule -> prepare inputs -> batched forward -> sample -> output processing
 //
 // On a GPU the forward only queues work and the sampler runs on the device too: the step's one
-// host wait is the download of its sampled tokens.
+// host wait is the download of its sampled tokens. With zero-overhead scheduling
+// (DEEPINFER_ZERO_OVERHEAD_SCHEDULING, default on) that wait moves a step later: step N+1 is
+// planned and queued while the device still runs step N (the sequences' last tokens are
+// placeholders, read by the forward from the device), then step N's tokens are collected and
+// processed, and step() returns them. A sequence that stopped at N has its N+1 row dropped.
 //
 // A request's tokens depend only on its prompt, its SamplingParams and its seq_seed: sampling is
 // keyed by (seq_seed, position), every sequence's rows are computed independently of its batch
@@ -65,6 +69,19 @@ class Engine {
   // Ends a request now; its sequence and state are released by the next schedule() call.
   void finish(Request& r, const char* reason);
   void recycle(Request* r);
+  // Whether every pending token the plan feeds can be read on the device.
+  bool pending_tokens_on_device(const StepPlan& plan) const;
+  // Queues sampling of the plan's sampling rows; their sequences get placeholder tokens.
+  void launch_sampling(const StepPlan& plan, const std::vector<Request*>& reqs, Tensor logits);
+  // Waits for the sampling in flight, if any, and processes its tokens into `outputs`.
+  void collect_sampling(std::vector<RequestOutput>& outputs);
+
+  // A step whose sampled tokens have not reached the host yet.
+  struct InFlight {
+    std::vector<Request*> reqs;  // per sampled row; null: dropped (finished, recycled)
+    Tensor logits;               // kept alive until the sampler is done with it
+    Tensor next_ids;             // I32 [rows] on the backend: the tokens, for the next forward
+  };
 
   EngineConfig config_;
   std::unique_ptr<Backend> backend_;
@@ -79,6 +96,8 @@ class Engine {
   uint64_t next_request_ = 0;
   uint64_t next_seq_id_ = 0;
   uint64_t num_preemptions_ = 0;
+  bool zero_overhead_ = true;
+  std::optional<InFlight> in_flight_;
   ObjectPool<Sequence> seq_pool_;
   ObjectPool<Request> request_pool_;
   std::unordered_map<std::string, Request*> requests_;

@@ -123,6 +123,7 @@ void Scheduler::plan_decode(StepPlan& plan) {
   });
   for (Sequence* seq : chosen) {
     if (seq->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
+    if (seq->final_token_pending) continue;            // ends with the token being sampled
     bool fits = memory_.grow(seq->id, seq->num_computed + 1);
     while (!fits) {
       Sequence* victim = *std::max_element(

@@ -19,6 +19,12 @@ struct Sequence {
   int64_t waiting_since_step = 0;  // step counter when it (re)entered the waiting queue
   int num_preemptions = 0;
   int64_t request_index = -1;  // the engine's request slot
+  // The last token is a placeholder for one being sampled (its value reaches the host a step
+  // later under zero-overhead scheduling; the next decode reads it on the device).
+  bool token_pending = false;
+  // That pending token ends the sequence whatever it is (max_tokens, max_model_len): nothing
+  // is left to decode.
+  bool final_token_pending = false;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }
@@ -31,6 +37,7 @@ struct Sequence {
     waiting_since_step = 0;
     num_preemptions = 0;
     request_index = -1;
+    token_pending = final_token_pending = false;
   }
 };
 

@@ -12,24 +12,33 @@ namespace {
 class HostStepSampler final : public StepSampler {
  public:
   bool wants_device_logits() const override { return false; }
-  std::vector<StepSample> sample(Tensor& logits,
-                                 std::span<const sampling::SampleRow> rows) override {
+  // Samples at once (the logits are on the host, the forward is done).
+  std::vector<bool> launch(Tensor& logits, std::span<const sampling::SampleRow> rows,
+                           const TensorView& next_ids) override {
+    DI_CHECK(next_ids.numel() == static_cast<int64_t>(rows.size()), ErrorCode::kInternal,
+             "host sampler: next_ids {} for {} rows", next_ids.shape_str(), rows.size());
     const int64_t V = logits.dim(1);
-    std::vector<StepSample> out(rows.size());
+    results_.assign(rows.size(), {});
+    int32_t* next = next_ids.data_as<int32_t>();
     for (size_t k = 0; k < rows.size(); ++k) {
       const sampling::SampleRow& row = rows[k];
       try {
         std::span<float> values(logits.data_as<float>() + static_cast<int64_t>(k) * V, V);
         sampling::SampleResult r =
             sampling::sample_row(values, *row.params, row.seq_seed, row.position, row.context);
-        out[k].token = r.token;
-        out[k].logprobs = std::move(r.logprobs);
+        results_[k].token = r.token;
+        results_[k].logprobs = std::move(r.logprobs);
       } catch (const Error& e) {
-        out[k].error = e;
+        results_[k].error = e;
       }
+      next[k] = results_[k].error ? 0 : results_[k].token;
     }
-    return out;
+    return std::vector<bool>(rows.size(), true);
   }
+  std::vector<StepSample> collect() override { return std::move(results_); }
+
+ private:
+  std::vector<StepSample> results_;
 };
 
 #ifdef DEEPINFER_HAVE_CUDA
@@ -37,10 +46,15 @@ class DeviceStepSampler final : public StepSampler {
  public:
   explicit DeviceStepSampler(cudaStream_t stream) : sampler_(stream) {}
   bool wants_device_logits() const override { return true; }
-  std::vector<StepSample> sample(Tensor& logits,
-                                 std::span<const sampling::SampleRow> rows) override {
-    std::vector<sampling::DeviceSampleResult> got = sampler_.sample(
-        logits.data_as<float>(), static_cast<int64_t>(rows.size()), logits.dim(1), rows);
+  std::vector<bool> launch(Tensor& logits, std::span<const sampling::SampleRow> rows,
+                           const TensorView& next_ids) override {
+    DI_CHECK(next_ids.numel() == static_cast<int64_t>(rows.size()), ErrorCode::kInternal,
+             "device sampler: next_ids {} for {} rows", next_ids.shape_str(), rows.size());
+    return sampler_.launch(logits.data_as<float>(), static_cast<int64_t>(rows.size()),
+                           logits.dim(1), rows, next_ids.data_as<int32_t>());
+  }
+  std::vector<StepSample> collect() override {
+    std::vector<sampling::DeviceSampleResult> got = sampler_.collect();
     std::vector<StepSample> out(got.size());
     for (size_t k = 0; k < got.size(); ++k)
       out[k] = StepSample{got[k].token, std::move(got[k].logprobs), std::move(got[k].error)};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -236,4 +237,108 @@ TEST(Engine, PromptEnginesEndRequestsAfterTheirFirstToken) {
   EXPECT_EQ(out[id], greedy_alone({5, 6, 7}, 1));
   cfg.engine_type = EngineType::kCompletion;
   EXPECT_THROW(Engine{cfg}, Error);
+}
+
+namespace {
+
+// Every request's final output under one DEEPINFER_ZERO_OVERHEAD_SCHEDULING setting, and the
+// number of steps whose outputs were empty while work was queued (the overlap's one-step lag).
+struct ZosRun {
+  std::map<std::string, RequestOutput> final;
+  int steps = 0;
+  bool first_step_returned_tokens = false;
+};
+
+ZosRun run_mixed_workload(bool zero_overhead, bool with_host_rows) {
+  setenv("DEEPINFER_ZERO_OVERHEAD_SCHEDULING", zero_overhead ? "1" : "0", 1);
+  setenv("DEEPINFER_PREFILL_ATTEMPT_INTERVAL", "3", 1);
+  Engine engine(small_config(40, 1 << 28, 0));
+  unsetenv("DEEPINFER_ZERO_OVERHEAD_SCHEDULING");
+  unsetenv("DEEPINFER_PREFILL_ATTEMPT_INTERVAL");
+  const std::vector<int32_t> ids = fixture_ids();
+  const int V = engine.model_config().vocab_size;
+  auto add = [&](const std::string& id, int len, SamplingParams p) {
+    EngineRequest r;
+    r.request_id = id;
+    r.prompt_token_ids.assign(ids.begin(), ids.begin() + len);
+    r.params = std::move(p);
+    engine.add_request(std::move(r));
+  };
+  add("greedy", 17, greedy(9));
+  SamplingParams pen;
+  pen.temperature = 0.9f;
+  pen.seq_seed = 7;
+  pen.max_tokens = 14;
+  pen.repetition_penalty = 1.3f;
+  pen.frequency_penalty = 0.5f;
+  pen.presence_penalty = 0.4f;
+  pen.ignore_eos = true;
+  add("penalties", 23, pen);  // its next params need the pending token's value
+  SamplingParams eos;
+  eos.temperature = 1.5f;
+  eos.seq_seed = 11;
+  eos.max_tokens = 30;
+  eos.min_tokens = 3;
+  add("eos", 9, eos);  // may stop early (unpredictably), at the earliest after 3 tokens
+  SamplingParams stop = greedy(12);
+  stop.stop_token_ids = {greedy_alone(std::vector<int32_t>(ids.begin(), ids.begin() + 30), 4)[3]};
+  add("stop_token", 30, stop);
+  SamplingParams masked = greedy(5);
+  for (int t = 0; t < V; ++t) masked.logit_bias[t] = -INFINITY;
+  add("fails", 12, masked);    // cannot be sampled: aborted alone
+  add("late", 41, greedy(6));  // a second prefill while the others decode
+  add("abort_me", 15, greedy(25));
+  if (with_host_rows) {
+    SamplingParams lp = greedy(7);
+    lp.logprobs = 2;  // sampled on the host: its next step cannot overlap
+    add("logprobs", 19, lp);
+  }
+  ZosRun run;
+  while (engine.has_unfinished_requests()) {
+    const std::vector<RequestOutput> outs = engine.step();
+    if (run.steps++ == 0) run.first_step_returned_tokens = !outs.empty();
+    if (run.steps == 6) engine.abort_request("abort_me");
+    for (const RequestOutput& o : outs)
+      if (o.finished) run.final[o.request_id] = o;
+  }
+  EXPECT_EQ(engine.state_memory().used_bytes(), 0) << "everything is released at the end";
+  return run;
+}
+
+}  // namespace
+
+TEST(Engine, ZeroOverheadSchedulingChangesNoOutput) {
+  for (const bool host_rows : {false, true}) {
+    SCOPED_TRACE(host_rows ? "with a logprobs row" : "device-sampled rows only");
+    const ZosRun wait = run_mixed_workload(false, host_rows);
+    const ZosRun overlap = run_mixed_workload(true, host_rows);
+    // Waiting, the first step (one prefill of every prompt that fits) returns its tokens; with
+    // the overlap they come back with the next step.
+    EXPECT_TRUE(wait.first_step_returned_tokens);
+    EXPECT_FALSE(overlap.first_step_returned_tokens);
+    ASSERT_EQ(overlap.final.size(), wait.final.size());
+    for (const auto& [id, w] : wait.final) {
+      SCOPED_TRACE(id);
+      ASSERT_TRUE(overlap.final.count(id));
+      const CompletionOutput &a = w.outputs[0], &b = overlap.final.at(id).outputs[0];
+      EXPECT_EQ(a.token_ids, b.token_ids);
+      EXPECT_EQ(a.finish_reason, b.finish_reason);
+      EXPECT_EQ(a.stop_reason, b.stop_reason);
+      EXPECT_EQ(a.cumulative_logprob, b.cumulative_logprob);
+      EXPECT_EQ(a.logprobs.has_value(), b.logprobs.has_value());
+      if (a.logprobs && b.logprobs) {
+        ASSERT_EQ(a.logprobs->size(), b.logprobs->size());
+        for (size_t k = 0; k < a.logprobs->size(); ++k)
+          for (const auto& [tok, lp] : (*a.logprobs)[k]) {
+            ASSERT_TRUE((*b.logprobs)[k].count(tok));
+            EXPECT_EQ(lp.logprob, (*b.logprobs)[k].at(tok).logprob);
+          }
+      }
+    }
+    EXPECT_EQ(wait.final.at("fails").outputs[0].finish_reason, "abort");
+    EXPECT_TRUE(wait.final.at("fails").outputs[0].token_ids.empty());
+    EXPECT_EQ(wait.final.at("stop_token").outputs[0].token_ids.size(), 4u);
+    EXPECT_EQ(wait.final.at("greedy").outputs[0].token_ids.size(), 9u);
+    EXPECT_EQ(wait.final.count("abort_me"), 0u) << "aborted requests return no final output";
+  }
 }

@@ -153,7 +153,10 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     if (E > 0) expect_no_alias(op, "out", out, "comp_kv", seg.comp_kv);
     Kmax = std::max(Kmax, K);
     if (K > 0) Emax = std::max(Emax, E);
-    const int64_t max_keys = std::min<int64_t>(window, P + S) + (use_idx ? K : (use_vis ? E : 0));
+    // A comp_idx row picks at most E distinct entries of its own sequence: min(K, E), not the
+    // width K, which follows the widest row of the batch (splits must not depend on companions).
+    const int64_t max_keys =
+        std::min<int64_t>(window, P + S) + (use_idx ? std::min(K, E) : (use_vis ? E : 0));
     const int splits = attention_splits(S, H, max_keys, ctx_->num_sms());
     if (S > 0) {
       if (first_splits == 0) first_splits = splits;

@@ -63,7 +63,13 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
     DI_CHECK(it.state && static_cast<int64_t>(it.state->layers.size()) == c.num_hidden_layers,
              ErrorCode::kInvalidArgument, "sequence {} has no state for this model's {} layers", i,
              c.num_hidden_layers);
-    for (int64_t s = 0; s < S; ++s)
+    const bool last_on_device = !it.last_id.empty();
+    if (last_on_device)
+      DI_CHECK(it.last_id.dtype() == DType::kI32 && it.last_id.numel() == 1 &&
+                   it.last_id.device() == b.device(),
+               ErrorCode::kInvalidArgument,
+               "sequence {}: last_id must be one int32 on the backend's device", i);
+    for (int64_t s = 0; s < S - (last_on_device ? 1 : 0); ++s)
       DI_CHECK(it.ids[s] >= 0 && it.ids[s] < c.vocab_size, ErrorCode::kInvalidArgument,
                "token id {} at index {} of sequence {} is outside the vocabulary [0, {})",
                it.ids[s], s, i, c.vocab_size);
@@ -72,7 +78,7 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
                "sequences {} and {} of the batch share one state", j, i);
     in.segments.push_back({in.num_tokens, S, it.state});
     for (int64_t s = 0; s < S; ++s) {
-      ids.push_back(it.ids[s]);
+      ids.push_back(last_on_device && s == S - 1 ? 0 : it.ids[s]);
       in.positions.push_back(static_cast<int32_t>(it.state->num_tokens + s));
       if (it.logits == BatchItem::Logits::kAll ||
           (it.logits == BatchItem::Logits::kLast && s == S - 1))
@@ -87,6 +93,26 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
   std::optional<SyncFreeRegion> sync_free;
   sync_free.emplace(b, "the model forward");
   in.ids = upload_i32(b, ids);
+  const int n = c.hc_mult, D = c.hidden_size;
+  std::vector<int32_t> repeated(T * n);  // the embedding's ids, one per residual stream
+  for (int64_t t = 0; t < T; ++t)
+    for (int h = 0; h < n; ++h) repeated[t * n + h] = ids[t];
+  const Tensor repeated_dev = upload_i32(b, repeated);
+  {
+    // Ids still on the device go in by one batched copy.
+    std::vector<TensorView> src, dst;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].last_id.empty()) continue;
+      const int64_t t = in.segments[i].row0 + in.segments[i].count - 1;
+      src.push_back(items[i].last_id);
+      dst.push_back(in.ids.view().slice_rows(t, t + 1));
+      for (int h = 0; h < n; ++h) {
+        src.push_back(items[i].last_id);
+        dst.push_back(repeated_dev.view().slice_rows(t * n + h, t * n + h + 1));
+      }
+    }
+    if (!src.empty()) b.copy_batch(src, dst);
+  }
   in.positions_dev = upload_i32(b, in.positions);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     if (c.layer_types[l] == AttnType::kSliding) continue;
@@ -102,12 +128,8 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
   }
 
   // The embedding is copied into hc_mult residual streams: X [T, hc, D].
-  const int n = c.hc_mult, D = c.hidden_size;
-  std::vector<int32_t> repeated(T * n);
-  for (int64_t t = 0; t < T; ++t)
-    for (int h = 0; h < n; ++h) repeated[t * n + h] = ids[t];
   Tensor X = b.empty({T, n, D});
-  b.embedding(upload_i32(b, repeated), weights_.embed, X.view().reshape({T * n, D}));
+  b.embedding(repeated_dev, weights_.embed, X.view().reshape({T * n, D}));
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];

@@ -30,6 +30,10 @@ class Model {
     // Which of its rows come back as logits: none (a prompt chunk that samples nothing), the
     // last fed token, or every fed token.
     enum class Logits { kNone, kLast, kAll } logits = Logits::kLast;
+    // When given (I32 [1] on the backend's device), the last id is read from here in stream
+    // order and ids.back() is ignored: the token the previous step sampled, which the host does
+    // not know yet (zero-overhead scheduling). A sampler writes only valid ids there.
+    TensorView last_id = {};
   };
 
   // Feeds every item's tokens through its state in one batched forward and returns fp32 logits

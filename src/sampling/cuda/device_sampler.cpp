@@ -21,11 +21,15 @@ size_t grown(size_t n) {
 
 }  // namespace
 
-DeviceSampler::DeviceSampler(cudaStream_t stream) : stream_(stream) {}
+DeviceSampler::DeviceSampler(cudaStream_t stream) : stream_(stream) {
+  check_cuda(cudaEventCreateWithFlags(&tokens_ready_, cudaEventDisableTiming), "cudaEventCreate");
+}
 
 DeviceSampler::~DeviceSampler() {
   // Errors are ignored here: a destructor cannot report them, and a failed device is reported
-  // by whatever runs next.
+  // by whatever runs next. Buffers a queued launch may still use are freed after it.
+  if (launched_) cudaEventSynchronize(tokens_ready_);
+  cudaEventDestroy(tokens_ready_);
   cudaFreeHost(h_in_);
   cudaFree(d_in_);
   cudaFreeHost(h_out_);
@@ -34,8 +38,11 @@ DeviceSampler::~DeviceSampler() {
 }
 
 void DeviceSampler::reserve(size_t in_bytes, size_t out_rows, size_t cpu_floats) {
-  // Only called at the start of sample(): the previous call synchronised, so nothing in flight
-  // still uses the old buffers.
+  // The previous launch was collected, so its host buffers are free; growing frees device
+  // buffers that work still queued on the stream (a forward reading next_ids does not, but the
+  // last kernels may) could use, so the stream drains first. Growth is rare (headroom).
+  if (in_bytes > in_capacity_ || out_rows > out_capacity_)
+    check_cuda(cudaStreamSynchronize(stream_), "synchronisation before growing the buffers");
   if (in_bytes > in_capacity_) {
     cudaFreeHost(h_in_);
     cudaFree(d_in_);
@@ -72,6 +79,14 @@ void DeviceSampler::reserve(size_t in_bytes, size_t out_rows, size_t cpu_floats)
 std::vector<DeviceSampleResult> DeviceSampler::sample(float* logits, int64_t R, int64_t V,
                                                       std::span<const SampleRow> rows,
                                                       LogprobsMode mode) {
+  launch(logits, R, V, rows, nullptr, mode);
+  return collect();
+}
+
+std::vector<bool> DeviceSampler::launch(float* logits, int64_t R, int64_t V,
+                                        std::span<const SampleRow> rows, int32_t* next_ids,
+                                        LogprobsMode mode) {
+  DI_CHECK(!launched_, ErrorCode::kInternal, "device sampler: launch before the last collect");
   DI_CHECK(V > 0, ErrorCode::kInvalidArgument, "vocab_size must be > 0, got {}", V);
   // sampler.cpp's limit (total weights below 2^64).
   DI_CHECK(V < (int64_t{1} << 23), ErrorCode::kInvalidArgument,
@@ -79,8 +94,8 @@ std::vector<DeviceSampleResult> DeviceSampler::sample(float* logits, int64_t R, 
   DI_CHECK(R >= 0 && static_cast<size_t>(R) == rows.size(), ErrorCode::kInvalidArgument,
            "{} logits rows but {} sample rows", R, rows.size());
   std::vector<DeviceSampleResult> out(rows.size());
-  if (R == 0) return out;
-  DI_CHECK(logits != nullptr, ErrorCode::kInvalidArgument, "logits is null");
+  std::vector<bool> in_next(rows.size(), false);
+  DI_CHECK(R == 0 || logits != nullptr, ErrorCode::kInvalidArgument, "logits is null");
 
   stager_.clear(V);
   std::vector<int64_t> device_rows, cpu_rows;
@@ -94,6 +109,7 @@ std::vector<DeviceSampleResult> DeviceSampler::sample(float* logits, int64_t R, 
       try {
         stager_.add(i, r);
         device_rows.push_back(i);
+        in_next[i] = next_ids != nullptr;
       } catch (const Error& e) {
         out[i].error = e;
       }
@@ -127,18 +143,47 @@ std::vector<DeviceSampleResult> DeviceSampler::sample(float* logits, int64_t R, 
                                         static_cast<int64_t>(edits.size()), stream_),
                "logits processors kernel");
     check_cuda(cuda::launch_sample_rows(logits, V, d_params, static_cast<int64_t>(n), d_out_,
-                                        d_out_ + n, stream_),
+                                        d_out_ + n, next_ids, stream_),
                "sampling kernel");
     check_cuda(
         cudaMemcpyAsync(h_out_, d_out_, 2 * n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
         "download of the tokens");
   }
-  check_cuda(cudaStreamSynchronize(stream_), "synchronisation");
+  check_cuda(cudaEventRecord(tokens_ready_, stream_), "cudaEventRecord");
 
+  // Logprobs rows are sampled on the host now: their contexts are only valid during this call.
+  if (!cpu_rows.empty()) {
+    check_cuda(cudaEventSynchronize(tokens_ready_), "synchronisation");
+    for (size_t k = 0; k < cpu_rows.size(); ++k) {
+      const int64_t i = cpu_rows[k];
+      const SampleRow& r = rows[i];
+      try {
+        SampleResult res = sample_row(std::span<float>(h_rows_ + k * V, V), *r.params, r.seq_seed,
+                                      r.position, r.context, mode);
+        out[i].token = res.token;
+        out[i].logprobs = std::move(res.logprobs);
+      } catch (const Error& e) {
+        out[i].error = e;
+      }
+    }
+  }
+  pending_ = std::move(out);
+  device_rows_ = std::move(device_rows);
+  vocab_ = V;
+  launched_ = true;
+  return in_next;
+}
+
+std::vector<DeviceSampleResult> DeviceSampler::collect() {
+  DI_CHECK(launched_, ErrorCode::kInternal, "device sampler: collect without a launch");
+  launched_ = false;
+  check_cuda(cudaEventSynchronize(tokens_ready_), "synchronisation");
+  std::vector<DeviceSampleResult> out = std::move(pending_);
+  const size_t n = device_rows_.size();
   for (size_t k = 0; k < n; ++k) {
-    const int64_t i = device_rows[k];
+    const int64_t i = device_rows_[k];
     const int32_t token = h_out_[k], status = h_out_[n + k];
-    if (status == cuda::kRowOk && token >= 0 && token < V) {
+    if (status == cuda::kRowOk && token >= 0 && token < vocab_) {
       out[i].token = token;
     } else if (status == cuda::kRowAllMasked) {
       out[i].error =
@@ -149,18 +194,6 @@ std::vector<DeviceSampleResult> DeviceSampler::sample(float* logits, int64_t R, 
                            fmt::format("device sampler: no token selected for row {} (status "
                                        "{}, token {})",
                                        i, status, token));
-    }
-  }
-  for (size_t k = 0; k < cpu_rows.size(); ++k) {
-    const int64_t i = cpu_rows[k];
-    const SampleRow& r = rows[i];
-    try {
-      SampleResult res = sample_row(std::span<float>(h_rows_ + k * V, V), *r.params, r.seq_seed,
-                                    r.position, r.context, mode);
-      out[i].token = res.token;
-      out[i].logprobs = std::move(res.logprobs);
-    } catch (const Error& e) {
-      out[i].error = e;
     }
   }
   return out;

@@ -344,13 +344,17 @@ __device__ Crossing crossing(const Row& r, Smem& s, uint32_t n_gathered, bool by
 __global__ void __launch_bounds__(kThreads)
     sample_rows_kernel(const float* __restrict__ logits, int64_t V,
                        const RowParams* __restrict__ rows, int32_t* __restrict__ tokens,
-                       int32_t* __restrict__ status) {
+                       int32_t* __restrict__ status, int32_t* __restrict__ next_ids) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const RowParams rp = rows[blockIdx.x];
   // Every branch below is uniform over the block: it depends on shared or row values only.
   auto finish = [&](int32_t token, int32_t st) {
-    if (threadIdx.x == 0) tokens[blockIdx.x] = token, status[blockIdx.x] = st;
+    if (threadIdx.x != 0) return;
+    tokens[blockIdx.x] = token, status[blockIdx.x] = st;
+    // The next step's input id: a failed row feeds token 0 (its request is aborted and the
+    // step's result for it dropped), so one bad row cannot trip the embedding's range check.
+    if (next_ids) next_ids[rp.row] = st == kRowOk && token >= 0 && token < V ? token : 0;
   };
   const float* x = logits + rp.row * V;
 
@@ -401,7 +405,7 @@ cudaError_t launch_apply_edits(float* logits, int64_t V, const RowParams* rows,
 }
 
 cudaError_t launch_sample_rows(const float* logits, int64_t V, const RowParams* rows,
-                               int64_t n_rows, int32_t* tokens, int32_t* status,
+                               int64_t n_rows, int32_t* tokens, int32_t* status, int32_t* next_ids,
                                cudaStream_t stream) {
   if (n_rows <= 0) return cudaSuccess;
   if (n_rows > 0x7fffffff || V <= 0 || V >= (int64_t{1} << 23)) return cudaErrorInvalidValue;
@@ -413,7 +417,7 @@ cudaError_t launch_sample_rows(const float* logits, int64_t V, const RowParams* 
   });
   if (attr != cudaSuccess) return attr;
   sample_rows_kernel<<<static_cast<unsigned>(n_rows), kThreads, sizeof(Smem), stream>>>(
-      logits, V, rows, tokens, status);
+      logits, V, rows, tokens, status, next_ids);
   return cudaGetLastError();
 }
 

@@ -57,9 +57,11 @@ cudaError_t launch_apply_edits(float* logits, int64_t V, const RowParams* rows,
                                const LogitEdit* edits, int64_t n_edits, cudaStream_t stream);
 
 // Samples one token for each of rows[0, n_rows) from its (processed) logits row: tokens[i] and
-// status[i]. One block per row; logits are only read.
+// status[i], and, when next_ids is given, next_ids[rows[i].row] = the token, or 0 for a row
+// that failed (the next step's input ids, kept on the device). One block per row; logits are
+// only read.
 cudaError_t launch_sample_rows(const float* logits, int64_t V, const RowParams* rows,
-                               int64_t n_rows, int32_t* tokens, int32_t* status,
+                               int64_t n_rows, int32_t* tokens, int32_t* status, int32_t* next_ids,
                                cudaStream_t stream);
 
 }  // namespace deepinfer::sampling::cuda
