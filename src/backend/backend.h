@@ -40,6 +40,19 @@ class Backend {
   virtual void enter_sync_free(const char* region) { (void)region; }
   virtual void leave_sync_free() {}
 
+  // ---- graphs ----------------------------------------------------------------------------------
+  // Between begin_graph and end_graph the ops' launches are recorded rather than run, then run
+  // as one graph: CUDA replays a kept executable graph of the same key and layout with the new
+  // arguments, or instantiates one (DEEPINFER_CUDA_GRAPHS=0 turns this off). Only inside a
+  // sync-free region (nothing recorded may wait for the device). begin_graph returns false when
+  // it records nothing (the CPU; graphs off; the sync guard disabled): the launches then run as
+  // issued and end_graph is not called. end_graph(false) drops the recording (error unwinding).
+  virtual bool begin_graph(int64_t key) {
+    (void)key;
+    return false;
+  }
+  virtual void end_graph(bool run) { (void)run; }
+
   // ---- memory -------------------------------------------------------------------------------
   // Gives memory kept cached for reuse back to the device (CUDA: drains the stream, then frees
   // the caching allocator's free blocks); a no-op on the CPU. Called once loading is done, so
@@ -177,6 +190,32 @@ class SyncFreeRegion {
 
  private:
   Backend& backend_;
+};
+
+// Records one scope's launches as a graph (Backend::begin_graph) and runs it at finish();
+// leaving the scope without finish() (an exception) drops the recording.
+class GraphRegion {
+ public:
+  GraphRegion(Backend& backend, int64_t key)
+      : backend_(backend), recording_(backend.begin_graph(key)) {}
+  ~GraphRegion() {
+    if (!recording_) return;
+    try {
+      backend_.end_graph(false);
+    } catch (...) {  // already unwinding: the first error is the one to report
+    }
+  }
+  void finish() {
+    if (!recording_) return;
+    recording_ = false;
+    backend_.end_graph(true);
+  }
+  GraphRegion(const GraphRegion&) = delete;
+  GraphRegion& operator=(const GraphRegion&) = delete;
+
+ private:
+  Backend& backend_;
+  bool recording_;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -25,6 +25,10 @@ constexpr VarSpec kVars[] = {
     {"DEEPINFER_CUDA_SYNC", VarType::kBool, "0",
      "CUDA backend: synchronise after every op so an error names the op that raised it (slow; "
      "for debugging)."},
+    {"DEEPINFER_CUDA_GRAPHS", VarType::kBool, "1",
+     "CUDA backend: run each decode forward as one CUDA graph (recorded, then replayed through a "
+     "kept executable graph of the same batch size and layout), removing the gaps between its "
+     "~400 launches. Off with the sync guard disabled."},
     {"DEEPINFER_DISABLE_SYNC_GUARD", VarType::kBool, "0",
      "CUDA backend: allow host-device synchronisation inside a model forward. By default anything "
      "that would make the host wait for the GPU there (a download, a host-side plan) is a loud "

@@ -282,3 +282,52 @@ TEST_F(DeviceSamplerTest, ManyRowsOneCall) {
   for (int k = 0; k < 700; ++k) cases.push_back(gen.make(V, grid[k % grid.size()]));
   check(cases, V);
 }
+
+// launch() + collect() give sample()'s results, and launch() leaves each device row's token in
+// next_ids (0 for a row that failed on the device; untouched for rows the device never saw).
+TEST_F(DeviceSamplerTest, LaunchLeavesTheTokensInNextIds) {
+  constexpr int64_t V = 1000;
+  CaseGen gen(15);
+  std::vector<Case> cases(7);
+  for (Case& c : cases) {
+    c = gen.make(V, SamplingParams{});
+    c.params = {};
+    for (int64_t j = 0; j < V; ++j) c.logits[j] = std::sin(0.41f * j + c.seed % 7) * 4.0f;
+  }
+  cases[1].logits.assign(V, -kInf);                            // fails in the kernel
+  cases[3].params.logit_bias[static_cast<int32_t>(V)] = 1.0f;  // fails while staging
+  cases[5].params.logprobs = 2;                                // sampled on the host
+  std::vector<float> logits;
+  std::vector<SampleRow> rows;
+  for (const Case& c : cases) {
+    logits.insert(logits.end(), c.logits.begin(), c.logits.end());
+    rows.push_back(c.row());
+  }
+  const int64_t R = static_cast<int64_t>(cases.size());
+  float* d = nullptr;
+  int32_t* next = nullptr;
+  ASSERT_CUDA(cudaMalloc(&d, logits.size() * sizeof(float)));
+  ASSERT_CUDA(cudaMalloc(&next, R * sizeof(int32_t)));
+  ASSERT_CUDA(cudaMemcpy(d, logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
+  const std::vector<int32_t> poison(R, -7);
+  ASSERT_CUDA(cudaMemcpy(next, poison.data(), R * sizeof(int32_t), cudaMemcpyHostToDevice));
+  const std::vector<bool> in_next = sampler_->launch(d, R, V, rows, next);
+  EXPECT_THROW(sampler_->launch(d, R, V, rows, next), Error) << "one launch at a time";
+  const auto got = sampler_->collect();
+  std::vector<int32_t> ids(R);
+  ASSERT_CUDA(cudaMemcpy(ids.data(), next, R * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  cudaFree(d);
+  cudaFree(next);
+  ASSERT_EQ(got.size(), cases.size());
+  for (int64_t i = 0; i < R; ++i) {
+    const CpuAnswer want = cpu_answer(cases[i]);
+    EXPECT_EQ(got[i].error.has_value(), !want.error.empty()) << i;
+    if (want.error.empty()) {
+      EXPECT_EQ(got[i].token, want.token) << i;
+    }
+    const bool device_row = i != 3 && i != 5;
+    EXPECT_EQ(in_next[i], device_row) << i;
+    EXPECT_EQ(ids[i], !device_row ? -7 : (i == 1 ? 0 : want.token)) << i;
+  }
+  EXPECT_THROW(sampler_->collect(), Error) << "collect without a launch";
+}

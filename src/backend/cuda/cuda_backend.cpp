@@ -159,6 +159,30 @@ CudaBackend::CudaBackend(int device)
       staging_(std::make_unique<PinnedStaging>(kStagingBytes)) {
   sync_each_ = env::get_bool("DEEPINFER_CUDA_SYNC");
   guard_disabled_ = env::get_bool("DEEPINFER_DISABLE_SYNC_GUARD") || sync_each_;
+  graphs_enabled_ = env::get_bool("DEEPINFER_CUDA_GRAPHS");
+}
+
+bool CudaBackend::begin_graph(int64_t key) {
+  // A recording must not contain a host wait: only where the guard turns one into an error.
+  if (!graphs_enabled_ || guard_disabled_) return false;
+  DI_CHECK(sync_free_region_ != nullptr, ErrorCode::kInternal,
+           "begin_graph outside a sync-free region");
+  begin_op();
+  graphs_.begin(ctx_->stream());
+  staging_->set_recording(true);
+  graph_key_ = key;
+  return true;
+}
+
+void CudaBackend::end_graph(bool run) {
+  staging_->set_recording(false);
+  try {
+    graphs_.end(ctx_->stream(), graph_key_, run);
+  } catch (...) {
+    staging_->seal(ctx_->stream());
+    throw;
+  }
+  staging_->seal(ctx_->stream());
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -361,6 +385,15 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
 cudaStream_t cuda_stream(Backend& backend) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
   return cuda ? cuda->context().stream() : nullptr;
+}
+
+const cuda::GraphStats* cuda_graph_stats(Backend& backend) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
+  return cuda ? &cuda->graph_stats() : nullptr;
+}
+
+void set_cuda_graphs(Backend& backend, bool on) {
+  if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->set_graphs_enabled(on);
 }
 
 }  // namespace deepinfer

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/cuda/graph_cache.h"
 
 namespace deepinfer {
 
@@ -17,5 +18,10 @@ std::unique_ptr<Backend> make_cuda_backend(int device = 0);
 // The stream every op of a CUDA backend runs on (work queued there is ordered after the ops);
 // null when `backend` is not a CUDA backend.
 cudaStream_t cuda_stream(Backend& backend);
+
+// The decode graphs' counters of a CUDA backend (null for others), and turning its graphs on or
+// off (DEEPINFER_CUDA_GRAPHS sets the default): for tests and benchmarks.
+const cuda::GraphStats* cuda_graph_stats(Backend& backend);
+void set_cuda_graphs(Backend& backend, bool on);
 
 }  // namespace deepinfer

@@ -19,6 +19,7 @@
 
 #include "backend/arg_checks.h"
 #include "backend/backend.h"
+#include "backend/cuda/graph_cache.h"
 #include "backend/cuda/lt_gemm.h"
 #include "backend/cuda/pinned_staging.h"
 #include "core/cpu_timer.h"
@@ -145,6 +146,12 @@ class CudaBackend final : public Backend {
   void synchronize();
   DeviceContext& context() const { return *ctx_; }
 
+  bool begin_graph(int64_t key) override;
+  void end_graph(bool run) override;
+  // For tests and benchmarks: graph counters, and turning graphs on / off.
+  const GraphStats& graph_stats() const { return graphs_.stats(); }
+  void set_graphs_enabled(bool on) { graphs_enabled_ = on; }
+
   void enter_sync_free(const char* region) override;
   void leave_sync_free() override;
 
@@ -187,6 +194,9 @@ class CudaBackend final : public Backend {
   bool sync_each_ = false;
   bool guard_disabled_ = false;
   const char* sync_free_region_ = nullptr;  // non-null inside a sync-free region
+  GraphCache graphs_;
+  bool graphs_enabled_ = true;
+  int64_t graph_key_ = 0;
 };
 
 // Marks one op: selects the device on entry and runs end_op() on normal exit.

@@ -9,6 +9,7 @@ namespace deepinfer::cuda {
 PinnedStaging::~PinnedStaging() {
   // Errors are ignored: at exit the runtime may already be gone.
   for (Region& r : in_flight_) {
+    if (!r.done) continue;
     cudaEventSynchronize(r.done);
     cudaEventDestroy(r.done);
   }
@@ -28,6 +29,12 @@ cudaEvent_t PinnedStaging::take_event() {
   return e;
 }
 
+cudaEvent_t PinnedStaging::done_event(size_t i) const {
+  for (; i < in_flight_.size(); ++i)
+    if (in_flight_[i].done) return in_flight_[i].done;
+  return nullptr;
+}
+
 void PinnedStaging::upload(const void* host, void* dst, size_t n, cudaStream_t stream,
                            const std::function<void()>& before_wait) {
   if (!ring_) check(cudaHostAlloc(&ring_, capacity_, cudaHostAllocDefault), "upload: pinned ring");
@@ -40,22 +47,39 @@ void PinnedStaging::upload(const void* host, void* dst, size_t n, cudaStream_t s
     Region& r = in_flight_.front();
     const bool needed =
         (r.offset < start + size && start < r.offset + r.size) || (wrapped && r.offset >= head_);
-    const bool done = cudaEventQuery(r.done) == cudaSuccess;
+    const cudaEvent_t ev = done_event(0);
+    if (!ev) {
+      // Only regions of the graph being recorded are left: they run after it is launched.
+      DI_CHECK(!needed, ErrorCode::kInternal,
+               "upload: one recorded graph's uploads exceed the {}-byte pinned ring", capacity_);
+      break;
+    }
+    const bool done = cudaEventQuery(ev) == cudaSuccess;
     if (!needed && !done) break;
     if (!done) {
       before_wait();
-      check(cudaEventSynchronize(r.done), "upload: staging wait");
+      check(cudaEventSynchronize(ev), "upload: staging wait");
     }
-    spare_events_.push_back(r.done);
+    if (r.done) spare_events_.push_back(r.done);
     in_flight_.pop_front();
   }
   cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
   std::memcpy(ring_ + start, host, n);
   check(cudaMemcpyAsync(dst, ring_ + start, n, cudaMemcpyHostToDevice, stream), "upload");
-  cudaEvent_t done = take_event();
-  check(cudaEventRecord(done, stream), "upload: staging event");
+  cudaEvent_t done = nullptr;
+  if (!recording_) {
+    done = take_event();
+    check(cudaEventRecord(done, stream), "upload: staging event");
+  }
   in_flight_.push_back({start, size, done});
   head_ = start + size;
+}
+
+void PinnedStaging::seal(cudaStream_t stream) {
+  if (in_flight_.empty() || in_flight_.back().done) return;
+  cudaEvent_t done = take_event();
+  check(cudaEventRecord(done, stream), "upload: staging event");
+  in_flight_.back().done = done;
 }
 
 }  // namespace deepinfer::cuda

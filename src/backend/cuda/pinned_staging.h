@@ -27,12 +27,19 @@ class PinnedStaging {
   // guard hooks in there). Throws deepinfer::Error on CUDA failures.
   void upload(const void* host, void* dst, size_t n, cudaStream_t stream,
               const std::function<void()>& before_wait);
+  // While `stream` is being recorded into a graph, uploads record no event (a captured event
+  // cannot be waited for from the host); seal(), called once the graph is launched (or
+  // dropped), records one event behind it for all of them.
+  void set_recording(bool on) { recording_ = on; }
+  void seal(cudaStream_t stream);
 
  private:
   struct Region {
     size_t offset, size;
-    cudaEvent_t done;
+    cudaEvent_t done;  // null: done with the next region that has an event (recorded, unsealed)
   };
+  // The event that tells when in_flight_[i] is done, or null (recorded, not sealed yet).
+  cudaEvent_t done_event(size_t i) const;
   cudaEvent_t take_event();
 
   size_t capacity_;
@@ -40,6 +47,7 @@ class PinnedStaging {
   size_t head_ = 0;
   std::deque<Region> in_flight_;
   std::vector<cudaEvent_t> spare_events_;
+  bool recording_ = false;
 };
 
 }  // namespace deepinfer::cuda

@@ -92,6 +92,11 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
   // launches stream ahead of the device; a host sync in between is an error).
   std::optional<SyncFreeRegion> sync_free;
   sync_free.emplace(b, "the model forward");
+  // A decode step (one token per sequence) runs as one graph, kept per batch size.
+  const bool decode_only = std::all_of(in.segments.begin(), in.segments.end(),
+                                       [](const Segment& s) { return s.count == 1; });
+  std::optional<GraphRegion> graph;
+  if (decode_only) graph.emplace(b, T);
   in.ids = upload_i32(b, ids);
   const int n = c.hc_mult, D = c.hidden_size;
   std::vector<int32_t> repeated(T * n);  // the embedding's ids, one per residual stream
@@ -147,6 +152,7 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
   // Only the rows whose logits were asked for go through the head.
   const int64_t R = static_cast<int64_t>(logit_rows.size());
   if (R == 0) {
+    if (graph) graph->finish();
     sync_free.reset();
     return Tensor::empty({0, c.vocab_size});
   }
@@ -162,6 +168,7 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
   b.rms_norm(picked, weights_.norm, static_cast<float>(c.rms_norm_eps), hn);
   Tensor logits_dev = b.empty({R, c.vocab_size});
   b.matmul(hn, weights_.head, logits_dev);
+  if (graph) graph->finish();
   sync_free.reset();
   if (b.device() == Device::kCpu || !logits_to_host) return logits_dev;
   Tensor logits = Tensor::empty({R, c.vocab_size});

@@ -1,0 +1,65 @@
+#include "backend/cuda/graph_cache.h"
+
+#include "backend/cuda/cuda_backend_impl.h"
+
+namespace deepinfer::cuda {
+
+GraphCache::~GraphCache() {
+  for (auto& [key, list] : kept_)
+    for (Kept& k : list) cudaGraphExecDestroy(k.exec);
+  cudaGetLastError();
+}
+
+void GraphCache::begin(cudaStream_t stream) {
+  DI_CHECK(!recording_, ErrorCode::kInternal, "CUDA graph: recording already started");
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "CUDA graph: begin capture");
+  recording_ = true;
+}
+
+void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
+  DI_CHECK(recording_, ErrorCode::kInternal, "CUDA graph: end without a recording");
+  recording_ = false;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (!run || ended != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    if (run) check(ended, "CUDA graph: end capture");
+    return;
+  }
+  size_t nodes = 0;
+  cudaError_t err = cudaGraphGetNodes(graph, nullptr, &nodes);
+  std::deque<Kept>& list = kept_[key];
+  cudaGraphExec_t exec = nullptr;
+  for (auto it = list.begin(); err == cudaSuccess && it != list.end(); ++it) {
+    if (it->nodes != nodes) continue;
+    cudaGraphExecUpdateResultInfo info{};
+    if (cudaGraphExecUpdate(it->exec, graph, &info) == cudaSuccess) {
+      exec = it->exec;
+      list.erase(it);
+      ++stats_.updated;
+    } else {
+      // Same node count, other layout: this one is replaced by the new instantiation.
+      cudaGetLastError();
+      cudaGraphExecDestroy(it->exec);
+      list.erase(it);
+    }
+    break;
+  }
+  if (err == cudaSuccess && !exec) {
+    err = cudaGraphInstantiate(&exec, graph, 0);
+    if (err == cudaSuccess) ++stats_.instantiated;
+  }
+  cudaGraphDestroy(graph);
+  check(err, "CUDA graph: instantiate");
+  list.push_front({nodes, exec});
+  if (list.size() > kKeptPerKey) {
+    cudaGraphExecDestroy(list.back().exec);
+    list.pop_back();
+  }
+  check(cudaGraphLaunch(exec, stream), "CUDA graph: launch");
+  ++stats_.launched;
+  stats_.nodes = static_cast<int64_t>(nodes);
+}
+
+}  // namespace deepinfer::cuda

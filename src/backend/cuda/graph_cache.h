@@ -1,0 +1,51 @@
+// Executable CUDA graphs of recorded launch sequences, kept per key (the model uses the decode
+// batch size) and per node count. A recorded sequence whose layout matches a kept graph is
+// written into it with cudaGraphExecUpdate (new kernel arguments, copy addresses and grids;
+// far cheaper than instantiating) and replayed; a new layout is instantiated once and kept.
+// Replaying one graph instead of ~400 launches removes the per-launch gaps on the device.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+
+namespace deepinfer::cuda {
+
+struct GraphStats {
+  int64_t launched = 0;      // graphs run
+  int64_t instantiated = 0;  // new executable graphs
+  int64_t updated = 0;       // runs that reused a kept executable graph
+  int64_t nodes = 0;         // nodes of the last graph
+};
+
+class GraphCache {
+ public:
+  GraphCache() = default;
+  ~GraphCache();
+  GraphCache(const GraphCache&) = delete;
+  GraphCache& operator=(const GraphCache&) = delete;
+
+  // Starts recording `stream` (relaxed capture mode: the host-side checks stay allowed).
+  void begin(cudaStream_t stream);
+  // Ends the recording; with `run`, turns it into an executable graph (updated or new, under
+  // `key`) and launches it on the stream. Without `run` (an error unwound the recording) the
+  // recorded work is dropped. Throws deepinfer::Error on CUDA failures.
+  void end(cudaStream_t stream, int64_t key, bool run);
+  bool recording() const { return recording_; }
+  const GraphStats& stats() const { return stats_; }
+
+ private:
+  struct Kept {
+    size_t nodes;
+    cudaGraphExec_t exec;
+  };
+  // Executable graphs kept per key, most recently used first.
+  static constexpr size_t kKeptPerKey = 8;
+  std::map<int64_t, std::deque<Kept>> kept_;
+  bool recording_ = false;
+  GraphStats stats_;
+};
+
+}  // namespace deepinfer::cuda
