@@ -7,7 +7,11 @@
 //   sequences, each holding `context_length` tokens of state filled (untimed) before the step.
 // decode: `num_requests` sequences hold `context_length` tokens of state (filled untimed in
 //   large batched chunks), then every step feeds one token per sequence (the previous step's
-//   greedy token), so the context grows by one per step.
+//   greedy token), so the context grows by one per step. Each step waits for its logits (the
+//   greedy pick is made on the host). With `overlap`, as the engine runs under zero-overhead
+//   scheduling, the greedy pick is made on the device (top-1) and read there by the next step,
+//   so step s + 1 is queued (or recorded as a CUDA graph) while the device runs step s; steps
+//   then get the mean of one device interval over all of them.
 // Tokens are random ids from a SplitMix64 stream of the seed, drawn in a fixed order (the fill
 // chunk by chunk, sequence by sequence, then the first decode tokens; prefill: per step the fill,
 // then each sequence's chunk), which bench/transformers_baseline.py reproduces. Accounting counts
@@ -53,6 +57,7 @@ struct RunSpec {
   int64_t context_length = 0;
   int warmup_steps = 0;
   int num_steps = 60;
+  bool overlap = false;  // decode: steps queued behind each other (see the top)
 };
 
 struct RunResult {
@@ -76,7 +81,7 @@ class BenchRunner {
   RunResult run_prefill(int64_t prefill_tokens, int64_t num_seqs, int64_t context_length,
                         int warmup_steps, int num_steps);
   RunResult run_decode(int64_t num_requests, int64_t context_length, int warmup_steps,
-                       int num_steps);
+                       int num_steps, bool overlap = false);
 
   const BenchSetup& setup() const { return setup_; }
   const StepTimer& timer() const { return *timer_; }
@@ -89,6 +94,9 @@ class BenchRunner {
   // their download for the next ids is not timed).
   Tensor timed_forward(std::span<const deepseek_v4::Model::BatchItem> items, double* issue_seconds,
                        double* seconds);
+  void run_decode_overlapped(RunResult& r, std::vector<deepseek_v4::SequenceState>& states,
+                             const std::vector<int32_t>& first_ids, int warmup_steps,
+                             int num_steps);
   void fill_context(std::vector<deepseek_v4::SequenceState>& states, int64_t context,
                     int64_t reserve);
   std::vector<int32_t> random_ids(int64_t n);

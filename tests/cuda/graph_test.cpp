@@ -64,6 +64,8 @@ TEST(CudaGraphs, ReplayedDecodeStepsGiveTheEagerLogits) {
   set_cuda_graphs(*gpu, true);
   const cuda::GraphStats& after = *cuda_graph_stats(*gpu);
   EXPECT_EQ(after.launched - before.launched, graph_steps) << "every graph step ran as a graph";
+  EXPECT_EQ(after.update_failures - before.update_failures, 0)
+      << "cudaGraphExecUpdateResult " << after.last_update_result;
   EXPECT_GT(after.updated - before.updated, kSteps / 2) << "kept graphs are replayed";
   EXPECT_LT(after.instantiated - before.instantiated, kSteps / 2);
   EXPECT_GT(after.nodes, 50) << "the whole forward is one graph";

@@ -41,7 +41,7 @@ struct BenchArgs {
   uint64_t seed = 0;
   bool print_steps = false;
   // Random weights instead of --model.
-  bool random_weights = false, synthetic_context = false;
+  bool random_weights = false, synthetic_context = false, overlap = false;
   std::string preset = "tiny", layer_types;
   int num_layers = 0, num_experts = 0;
   uint64_t weight_seed = 0;
@@ -177,6 +177,8 @@ int run_bench(const BenchArgs& a) {
   setup.synthetic_context = a.synthetic_context;
   bench::BenchRunner runner(*model, setup);
 
+  DI_CHECK(!a.overlap || a.mode == "decode", ErrorCode::kInvalidArgument,
+           "--overlap is for --mode decode");
   std::vector<bench::RunResult> runs;
   if (a.mode == "prefill") {
     const int warmup = a.warmup_steps >= 0 ? a.warmup_steps : 5;
@@ -197,7 +199,7 @@ int run_bench(const BenchArgs& a) {
       std::fprintf(stderr, "decode: %lld request(s), context %lld%s, %d warm-up + %d steps\n",
                    static_cast<long long>(n), static_cast<long long>(a.context_length),
                    a.synthetic_context ? " (synthetic)" : "", warmup, steps);
-      runs.push_back(runner.run_decode(n, a.context_length, warmup, steps));
+      runs.push_back(runner.run_decode(n, a.context_length, warmup, steps, a.overlap));
       std::fprintf(stderr, "  context fill %.2f s\n", runs.back().fill_seconds);
     }
   }
@@ -251,6 +253,10 @@ CommandRegistrar reg(
                    "prefill / decode: set each sequence's state to --context-length tokens "
                    "directly (full ring, compressed entries, indexer keys, pending windows with "
                    "random values) instead of prefilling them");
+      sub.add_flag("--overlap", a->overlap,
+                   "decode: queue each step while the last one runs, as the engine does with "
+                   "zero-overhead scheduling (next ids: the device top-1; step time: one device "
+                   "interval over the logged steps, divided by their number; mode decode/o)");
       CLI::Option* rw =
           sub.add_flag("--random-weights", a->random_weights,
                        "prefill / decode: random weights of a make-random preset generated on the "

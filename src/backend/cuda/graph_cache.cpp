@@ -29,21 +29,32 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
   }
   size_t nodes = 0;
   cudaError_t err = cudaGraphGetNodes(graph, nullptr, &nodes);
+  uint64_t layout = 0xcbf29ce484222325ull;  // FNV-1a over the node types
+  if (err == cudaSuccess) {
+    nodes_.resize(nodes);
+    err = cudaGraphGetNodes(graph, nodes_.data(), &nodes);
+    for (size_t i = 0; err == cudaSuccess && i < nodes; ++i) {
+      cudaGraphNodeType type;
+      err = cudaGraphNodeGetType(nodes_[i], &type);
+      layout = (layout ^ static_cast<uint64_t>(type)) * 0x100000001b3ull;
+    }
+  }
   std::deque<Kept>& list = kept_[key];
   cudaGraphExec_t exec = nullptr;
   for (auto it = list.begin(); err == cudaSuccess && it != list.end(); ++it) {
-    if (it->nodes != nodes) continue;
+    if (it->layout != layout) continue;
     cudaGraphExecUpdateResultInfo info{};
     if (cudaGraphExecUpdate(it->exec, graph, &info) == cudaSuccess) {
       exec = it->exec;
-      list.erase(it);
       ++stats_.updated;
     } else {
-      // Same node count, other layout: this one is replaced by the new instantiation.
+      // Refused (a parameter change it cannot make): replaced by a new instantiation.
       cudaGetLastError();
+      ++stats_.update_failures;
+      stats_.last_update_result = static_cast<int>(info.result);
       cudaGraphExecDestroy(it->exec);
-      list.erase(it);
     }
+    list.erase(it);
     break;
   }
   if (err == cudaSuccess && !exec) {
@@ -52,7 +63,7 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
   }
   cudaGraphDestroy(graph);
   check(err, "CUDA graph: instantiate");
-  list.push_front({nodes, exec});
+  list.push_front({layout, exec});
   if (list.size() > kKeptPerKey) {
     cudaGraphExecDestroy(list.back().exec);
     list.pop_back();

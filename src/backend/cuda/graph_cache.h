@@ -1,5 +1,6 @@
 // Executable CUDA graphs of recorded launch sequences, kept per key (the model uses the decode
-// batch size) and per node count. A recorded sequence whose layout matches a kept graph is
+// batch size) and per layout (the node types in order: a recorded stream is a chain, so that is
+// its whole topology). A recorded sequence whose layout matches a kept graph is
 // written into it with cudaGraphExecUpdate (new kernel arguments, copy addresses and grids;
 // far cheaper than instantiating) and replayed; a new layout is instantiated once and kept.
 // Replaying one graph instead of ~400 launches removes the per-launch gaps on the device.
@@ -10,14 +11,17 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <vector>
 
 namespace deepinfer::cuda {
 
 struct GraphStats {
-  int64_t launched = 0;      // graphs run
-  int64_t instantiated = 0;  // new executable graphs
-  int64_t updated = 0;       // runs that reused a kept executable graph
-  int64_t nodes = 0;         // nodes of the last graph
+  int64_t launched = 0;         // graphs run
+  int64_t instantiated = 0;     // new executable graphs
+  int64_t updated = 0;          // runs that reused a kept executable graph
+  int64_t update_failures = 0;  // a kept graph of the same layout refused the update
+  int last_update_result = 0;   // cudaGraphExecUpdateResult of the last refusal
+  int64_t nodes = 0;            // nodes of the last graph
 };
 
 class GraphCache {
@@ -38,14 +42,15 @@ class GraphCache {
 
  private:
   struct Kept {
-    size_t nodes;
+    uint64_t layout;  // hash of the node types in order
     cudaGraphExec_t exec;
   };
   // Executable graphs kept per key, most recently used first.
-  static constexpr size_t kKeptPerKey = 8;
+  static constexpr size_t kKeptPerKey = 16;
   std::map<int64_t, std::deque<Kept>> kept_;
   bool recording_ = false;
   GraphStats stats_;
+  std::vector<cudaGraphNode_t> nodes_;  // scratch for reading a graph's nodes
 };
 
 }  // namespace deepinfer::cuda

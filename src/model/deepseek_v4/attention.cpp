@@ -146,17 +146,35 @@ void stage_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights
                       weights.inv_freq_compress, st.indexer);
 }
 
-// Second pass, per segment (after the queued copies): full windows pooled, the indexer's
-// selection; appends what the segment's rows attend to (one entry, or one per indexer chunk of
-// a long CSA segment).
+// After the queued copies: the windows the staged rows filled, of every segment at once (so a
+// decode step's launches do not depend on which sequences close a window).
+void close_staged_windows(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
+                          const StepInputs& in, const std::vector<SegmentWork>& work) {
+  const AttentionWeights& w = weights.layers[layer].attn;
+  const int m = c.compress_rate(layer);
+  const bool csa = c.layer_types[layer] == AttnType::kCSA;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  std::vector<CompressorState*> comp, index;
+  for (size_t i = 0; i < work.size(); ++i) {
+    LayerState& st = in.segments[i].state->layers[layer];
+    if (work[i].comp_staged) comp.push_back(&st.comp);
+    if (work[i].index_staged) index.push_back(&st.indexer);
+  }
+  compressor_close_full_windows(b, w.compressor, m, c.head_dim, csa, eps, weights.inv_freq_compress,
+                                comp);
+  if (csa)
+    compressor_close_full_windows(b, w.indexer.compressor, m, c.index_head_dim, true, eps,
+                                  weights.inv_freq_compress, index);
+}
+
+// Second pass, per segment (after the queued copies and closes): the indexer's selection; appends
+// what the segment's rows attend to (one entry, or one per indexer chunk of a long CSA segment).
 void select_keys(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
                  const LayerRows& rows, const StepInputs& in, const Segment& seg, SegmentWork& work,
                  std::vector<Backend::AttentionSegment>& out) {
   const AttentionWeights& w = weights.layers[layer].attn;
   LayerState& st = seg.state->layers[layer];
   const int64_t r0 = seg.row0, r1 = seg.row0 + seg.count, S = seg.count;
-  const int hd = c.head_dim;
-  const float eps = static_cast<float>(c.rms_norm_eps);
   const AttnType type = c.layer_types[layer];
 
   Backend::AttentionSegment keys;
@@ -166,12 +184,6 @@ void select_keys(Backend& b, const ModelConfig& c, const ModelWeights& weights, 
   if (w.has_compressor) {
     const int m = c.compress_rate(layer);
     const bool csa = type == AttnType::kCSA;
-    if (work.comp_staged)
-      compressor_close_full_window(b, w.compressor, m, hd, csa, eps, weights.inv_freq_compress,
-                                   st.comp);
-    if (work.index_staged)
-      compressor_close_full_window(b, w.indexer.compressor, m, c.index_head_dim, true, eps,
-                                   weights.inv_freq_compress, st.indexer);
     const int64_t E = st.comp.entries.rows();
     if (csa) DI_ASSERT(st.indexer.entries.rows() == E);
     if (E > 0) {
@@ -281,6 +293,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   for (size_t i = 0; i < in.segments.size(); ++i)
     stage_segment(b, c, weights, layer, kv, rows, in.segments[i], copies, work[i]);
   copies.flush(b);
+  if (w.has_compressor) close_staged_windows(b, c, weights, layer, in, work);
   std::vector<Backend::AttentionSegment> keys;
   std::vector<size_t> first_key(in.segments.size());  // segment i's first entry in keys
   for (size_t i = 0; i < in.segments.size(); ++i) {

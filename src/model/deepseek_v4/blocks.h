@@ -92,12 +92,13 @@ void compressor_update(Backend& backend, const CompressorWeights& w, int m, int 
 // compressor_update in two phases for rows that fit the unfinished window (every decode token):
 // compressor_stage queues their copies into the pending buffers on `copies` and counts them
 // (false, doing nothing, when they do not fit: use compressor_update); once the copies ran,
-// compressor_close_full_window pools the window if that filled it.
+// compressor_close_full_windows pools the windows that filled, of many sequences at once (one
+// launch per step of the pooling however many close, the same values as one by one).
 bool compressor_stage(CopyBatch& copies, int m, bool csa, const CompressorRows& rows, int64_t r0,
                       int64_t S, CompressorState& state);
-void compressor_close_full_window(Backend& backend, const CompressorWeights& w, int m, int d,
-                                  bool csa, float norm_eps, const TensorView& inv_freq,
-                                  CompressorState& state);
+void compressor_close_full_windows(Backend& backend, const CompressorWeights& w, int m, int d,
+                                   bool csa, float norm_eps, const TensorView& inv_freq,
+                                   std::span<CompressorState* const> states);
 
 // MoE sub-block: router (hash or top-k), routed experts and the shared expert.
 Tensor moe_block(Backend& backend, const ModelConfig& config, const MoeWeights& w,

@@ -138,12 +138,63 @@ bool compressor_stage(CopyBatch& copies, int m, bool csa, const CompressorRows& 
   return true;
 }
 
-void compressor_close_full_window(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
-                                  float norm_eps, const TensorView& inv_freq, CompressorState& st) {
-  if (st.pending < m) return;
-  const TensorView none;
-  pool_windows(b, w, m, d, csa, norm_eps, inv_freq, st.pend_kv_a.view(), st.pend_gate_a.view(),
-               csa ? st.pend_kv_b.view() : none, csa ? st.pend_gate_b.view() : none, m, st);
+void compressor_close_full_windows(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
+                                   float norm_eps, const TensorView& inv_freq,
+                                   std::span<CompressorState* const> states) {
+  std::vector<CompressorState*> full;
+  for (CompressorState* st : states)
+    if (st->pending >= m) full.push_back(st);
+  if (full.empty()) return;
+  // Each full window holds exactly m pending rows (staged rows never pass the window).
+  const int64_t n = static_cast<int64_t>(full.size()), S = csa ? 2 * m : m;
+  // Window i of the batch: CSA pools series a of the sequence's previous window (zeros and -inf
+  // gates before its first) then series b of this one; HCA pools its series a.
+  Tensor kv3 = b.empty({n, S, d}), g3 = b.empty({n, S, d});
+  Tensor no_kv, no_gate;
+  CopyBatch gather;
+  for (int64_t i = 0; i < n; ++i) {
+    const CompressorState& st = *full[i];
+    const TensorView kv = kv3.view().reshape({n * S, d}).slice_rows(i * S, (i + 1) * S);
+    const TensorView g = g3.view().reshape({n * S, d}).slice_rows(i * S, (i + 1) * S);
+    if (!csa) {
+      gather.add(st.pend_kv_a, kv);
+      gather.add(st.pend_gate_a, g);
+      continue;
+    }
+    if (st.has_prev) {
+      gather.add(st.prev_kv_a, kv.slice_rows(0, m));
+      gather.add(st.prev_gate_a, g.slice_rows(0, m));
+    } else {
+      if (!no_kv.defined()) {
+        no_kv = constant_rows(b, m, d, 0.0f);
+        no_gate = constant_rows(b, m, d, -std::numeric_limits<float>::infinity());
+      }
+      gather.add(no_kv, kv.slice_rows(0, m));
+      gather.add(no_gate, g.slice_rows(0, m));
+    }
+    gather.add(st.pend_kv_b, kv.slice_rows(m, 2 * m));
+    gather.add(st.pend_gate_b, g.slice_rows(m, 2 * m));
+  }
+  gather.flush(b);
+  Tensor pooled = b.empty({n, d}), entries = b.empty({n, d});
+  b.window_pool(kv3, g3, pooled);
+  b.rms_norm(pooled, w.norm, norm_eps, entries);
+  std::vector<int32_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(full[i]->entries.rows() * m);
+  b.rope(entries.view().reshape({n, 1, d}), upload_i32(b, pos), inv_freq, false);
+  // Each entry appended to its sequence's store and (CSA) series a kept as the next carry.
+  CopyBatch store;
+  for (int64_t i = 0; i < n; ++i) {
+    CompressorState& st = *full[i];
+    store.add(entries.view().slice_rows(i, i + 1), st.entries.extend(b, 1));
+    if (csa) {
+      store.add(st.pend_kv_a, st.prev_kv_a);
+      store.add(st.pend_gate_a, st.prev_gate_a);
+      st.has_prev = true;
+    }
+    st.pending = 0;
+  }
+  store.flush(b);
 }
 
 void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, bool csa,
@@ -152,7 +203,9 @@ void compressor_update(Backend& b, const CompressorWeights& w, int m, int d, boo
   CopyBatch copies;
   if (compressor_stage(copies, m, csa, rows, r0, S, st)) {
     copies.flush(b);
-    compressor_close_full_window(b, w, m, d, csa, norm_eps, inv_freq, st);
+    CompressorState* one = &st;
+    compressor_close_full_windows(b, w, m, d, csa, norm_eps, inv_freq,
+                                  std::span<CompressorState* const>(&one, 1));
     return;
   }
   // More rows than the unfinished window takes: pending rows and new rows joined.
