@@ -65,7 +65,8 @@ TEST(CudaGraphs, ReplayedDecodeStepsGiveTheEagerLogits) {
   const cuda::GraphStats& after = *cuda_graph_stats(*gpu);
   EXPECT_EQ(after.launched - before.launched, graph_steps) << "every graph step ran as a graph";
   EXPECT_EQ(after.update_failures - before.update_failures, 0)
-      << "cudaGraphExecUpdateResult " << after.last_update_result;
+      << "cudaGraphExecUpdateResult " << after.last_update_result << " at "
+      << after.last_refused_node;
   EXPECT_GT(after.updated - before.updated, kSteps / 2) << "kept graphs are replayed";
   EXPECT_LT(after.instantiated - before.instantiated, kSteps / 2);
   EXPECT_GT(after.nodes, 50) << "the whole forward is one graph";

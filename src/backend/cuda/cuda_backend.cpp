@@ -371,8 +371,8 @@ void CudaBackend::copy_columns(const TensorView& src, int64_t col0, const Tensor
   const size_t es = dtype_size_bits(src.dtype()) / 8;
   const int64_t M = src.dim(0), N = src.dim(1), w = dst.dim(1);
   if (M == 0 || w == 0) return;
-  check(cudaMemcpy2DAsync(dst.data(), w * es, static_cast<const char*>(src.data()) + col0 * es,
-                          N * es, w * es, M, cudaMemcpyDeviceToDevice, ctx_->stream()),
+  check(launch_copy_rows(static_cast<const char*>(src.data()) + col0 * es, N * es, dst.data(), M,
+                         w * es, ctx_->stream()),
         op);
 }
 

@@ -1,8 +1,38 @@
 #include "backend/cuda/graph_cache.h"
 
+#include <fmt/format.h>
+
 #include "backend/cuda/cuda_backend_impl.h"
 
 namespace deepinfer::cuda {
+
+namespace {
+
+// A readable name of the node an update refused: its type, and the kernel or the copy.
+std::string describe(cudaGraphNode_t node) {
+  if (!node) return "no node";
+  cudaGraphNodeType type;
+  if (cudaGraphNodeGetType(node, &type) != cudaSuccess) return "unknown node";
+  if (type == cudaGraphNodeTypeKernel) {
+    cudaKernelNodeParams p{};
+    const char* name = nullptr;
+    if (cudaGraphKernelNodeGetParams(node, &p) == cudaSuccess &&
+        cudaFuncGetName(&name, p.func) == cudaSuccess && name)
+      return fmt::format("kernel {} grid {}x{}x{} smem {}", name, p.gridDim.x, p.gridDim.y,
+                         p.gridDim.z, p.sharedMemBytes);
+    return "kernel";
+  }
+  if (type == cudaGraphNodeTypeMemcpy) {
+    cudaMemcpy3DParms p{};
+    if (cudaGraphMemcpyNodeGetParams(node, &p) == cudaSuccess)
+      return fmt::format("memcpy kind {} extent {}x{}x{}", static_cast<int>(p.kind), p.extent.width,
+                         p.extent.height, p.extent.depth);
+    return "memcpy";
+  }
+  return fmt::format("node type {}", static_cast<int>(type));
+}
+
+}  // namespace
 
 GraphCache::~GraphCache() {
   for (auto& [key, list] : kept_)
@@ -52,6 +82,7 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
       cudaGetLastError();
       ++stats_.update_failures;
       stats_.last_update_result = static_cast<int>(info.result);
+      stats_.last_refused_node = describe(info.errorNode);
       cudaGraphExecDestroy(it->exec);
     }
     list.erase(it);

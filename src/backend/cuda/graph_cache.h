@@ -11,17 +11,19 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace deepinfer::cuda {
 
 struct GraphStats {
-  int64_t launched = 0;         // graphs run
-  int64_t instantiated = 0;     // new executable graphs
-  int64_t updated = 0;          // runs that reused a kept executable graph
-  int64_t update_failures = 0;  // a kept graph of the same layout refused the update
-  int last_update_result = 0;   // cudaGraphExecUpdateResult of the last refusal
-  int64_t nodes = 0;            // nodes of the last graph
+  int64_t launched = 0;           // graphs run
+  int64_t instantiated = 0;       // new executable graphs
+  int64_t updated = 0;            // runs that reused a kept executable graph
+  int64_t update_failures = 0;    // a kept graph of the same layout refused the update
+  int last_update_result = 0;     // cudaGraphExecUpdateResult of the last refusal
+  std::string last_refused_node;  // what that refusal named (node type, kernel or copy)
+  int64_t nodes = 0;              // nodes of the last graph
 };
 
 class GraphCache {

@@ -35,6 +35,10 @@ struct CopyDesc {
 };
 // Runs n copies described in device memory (descs), in no particular order.
 cudaError_t launch_copy_batch(const CopyDesc* descs, int64_t n, cudaStream_t stream);
+// dst [M, width bytes] (packed) = the first `width` bytes of each src row (pitch src_pitch). A
+// kernel rather than cudaMemcpy2DAsync: a graph can update a kernel's arguments, not a 2D copy.
+cudaError_t launch_copy_rows(const void* src, int64_t src_pitch, void* dst, int64_t M,
+                             int64_t width, cudaStream_t stream);
 cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream);
 // out[m] = table[ids[m]] as fp32; table_bf16 selects the table dtype. D columns.
 cudaError_t launch_embedding(const int32_t* ids, int64_t M, const void* table, bool table_bf16,

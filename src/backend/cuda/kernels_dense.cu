@@ -233,7 +233,36 @@ __global__ void copy_batch_kernel(const CopyDesc* descs, int64_t n) {
   }
 }
 
+// Row m: bytes [0, width) from src + m * src_pitch to dst + m * width. One block per row (grid-
+// strided), the widest access the alignment allows.
+__global__ void copy_rows_kernel(const char* src, int64_t src_pitch, char* dst, int64_t M,
+                                 int64_t width) {
+  const bool wide = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
+                     static_cast<uintptr_t>(src_pitch) | static_cast<uintptr_t>(width)) %
+                        16 ==
+                    0;
+  for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
+    const char* s = src + m * src_pitch;
+    char* d = dst + m * width;
+    if (wide) {
+      for (int64_t k = threadIdx.x; k < width / 16; k += blockDim.x)
+        reinterpret_cast<int4*>(d)[k] = reinterpret_cast<const int4*>(s)[k];
+    } else {
+      for (int64_t k = threadIdx.x; k < width; k += blockDim.x) d[k] = s[k];
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_copy_rows(const void* src, int64_t src_pitch, void* dst, int64_t M,
+                             int64_t width, cudaStream_t stream) {
+  if (M <= 0 || width <= 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(M < 65535 ? M : 65535);
+  copy_rows_kernel<<<blocks, 128, 0, stream>>>(static_cast<const char*>(src), src_pitch,
+                                               static_cast<char*>(dst), M, width);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_copy_batch(const CopyDesc* descs, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
