@@ -18,12 +18,14 @@ run() {
     grep -vE "^  model|^peaks"
   echo "== $name rc=${PIPESTATUS[0]}"
 }
+# Decode steps queued behind each other as the engine runs them (--overlap: zero-overhead
+# scheduling, each step one CUDA graph).
 run 9l_ctx4k_decode --num-layers 9 --mode decode --synthetic-context --context-length 4096 \
-  --decode-num-requests 1,8,64,128 --warmup-steps 3 --num-steps 10
+  --decode-num-requests 1,8,64,128 --warmup-steps 3 --num-steps 20 --overlap
 run 9l_ctx64k_decode --num-layers 9 --mode decode --synthetic-context --context-length 65536 \
-  --decode-num-requests 1,8,64,128 --warmup-steps 3 --num-steps 10
+  --decode-num-requests 1,8,64,128 --warmup-steps 3 --num-steps 20 --overlap
 run 7l_decode256 --num-layers 7 --mode decode --synthetic-context --context-length 4096 \
-  --decode-num-requests 256 --warmup-steps 2 --num-steps 5
+  --decode-num-requests 256 --warmup-steps 2 --num-steps 10 --overlap
 run 9l_prefill4k --num-layers 9 --mode prefill --prefill-batch-size 4096 --warmup-steps 1 \
   --num-steps 3
 run 9l_prefill4k_ctx60k --num-layers 9 --mode prefill --prefill-batch-size 4096 \
