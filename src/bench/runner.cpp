@@ -9,6 +9,7 @@
 #include "bench/stats.h"
 #include "core/cpu_timer.h"
 #include "core/status.h"
+#include "engine/step_sampler.h"
 
 namespace deepinfer::bench {
 
@@ -178,16 +179,25 @@ void BenchRunner::run_decode_overlapped(RunResult& r, std::vector<SequenceState>
   Backend& b = model_.backend();
   const ModelConfig& c = model_.config();
   const auto B = static_cast<int64_t>(states.size());
-  // The ids live on the device: each step reads the last one's top-1 there (BatchItem::last_id)
-  // and nothing waits for the device until the end, so step s + 1 is issued while s runs.
-  Tensor ids = b.empty({B, 1}, DType::kI32);
-  b.upload(first_ids.data(), ids);
+  // As the engine runs with zero-overhead scheduling: the step's greedy tokens are sampled on
+  // the device into next_ids, the next forward reads them there (BatchItem::last_id) and is
+  // queued before this step's tokens are collected, so the host records step s + 1 while the
+  // device runs step s.
+  const std::unique_ptr<StepSampler> sampler = make_step_sampler(b);
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  std::vector<sampling::SampleRow> rows(static_cast<size_t>(B));
+  for (sampling::SampleRow& row : rows) row.params = &greedy;
+  Tensor next_ids = b.empty({B}, DType::kI32);
+  b.upload(first_ids.data(), next_ids);
+  Tensor logits_in_flight;
+  bool sampling = false;
   const std::vector<int32_t> placeholder(static_cast<size_t>(B), 0);
   for (int s = 0; s < warmup_steps + num_steps; ++s) {
     std::vector<Model::BatchItem> items;
     for (int64_t i = 0; i < B; ++i) {
       Model::BatchItem item{std::span<const int32_t>(&placeholder[i], 1), &states[i]};
-      item.last_id = ids.view().slice_rows(i, i + 1);
+      item.last_id = next_ids.view().slice_rows(i, i + 1);
       items.push_back(item);
     }
     const int64_t context = states[0].num_tokens;
@@ -197,10 +207,14 @@ void BenchRunner::run_decode_overlapped(RunResult& r, std::vector<SequenceState>
       timer_->start();
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const Tensor logits = model_.forward_batch_on_device(items);
-    Tensor next = b.empty({B, 1}, DType::kI32);
-    b.topk(logits, 1, next);
-    ids = std::move(next);
+    Tensor logits = model_.forward_batch_on_device(items);
+    if (sampling) sampler->collect();  // the last step's tokens, behind this forward
+    Tensor ids = b.empty({B}, DType::kI32);
+    for (int64_t i = 0; i < B; ++i) rows[i].position = context + 1;
+    sampler->launch(logits, rows, ids.view());
+    sampling = true;
+    next_ids = std::move(ids);
+    logits_in_flight = std::move(logits);
     const double issue =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s < warmup_steps) continue;
@@ -215,6 +229,7 @@ void BenchRunner::run_decode_overlapped(RunResult& r, std::vector<SequenceState>
   }
   // One device interval over all logged steps: each step is credited its mean.
   const double per_step = timer_->stop() / num_steps;
+  if (sampling) sampler->collect();
   timer_->profile(false);
   for (StepRecord& rec : r.steps) rec.seconds = per_step;
 }

@@ -9,7 +9,7 @@
 //   large batched chunks), then every step feeds one token per sequence (the previous step's
 //   greedy token), so the context grows by one per step. Each step waits for its logits (the
 //   greedy pick is made on the host). With `overlap`, as the engine runs under zero-overhead
-//   scheduling, the greedy pick is made on the device (top-1) and read there by the next step,
+//   scheduling, the greedy pick is made by the device sampler and read there by the next step,
 //   so step s + 1 is queued (or recorded as a CUDA graph) while the device runs step s; steps
 //   then get the mean of one device interval over all of them.
 // Tokens are random ids from a SplitMix64 stream of the seed, drawn in a fixed order (the fill

@@ -255,7 +255,8 @@ CommandRegistrar reg(
                    "random values) instead of prefilling them");
       sub.add_flag("--overlap", a->overlap,
                    "decode: queue each step while the last one runs, as the engine does with "
-                   "zero-overhead scheduling (next ids: the device top-1; step time: one device "
+                   "zero-overhead scheduling (greedy tokens from the device sampler, read there by "
+                   "the next step; step time: one device "
                    "interval over the logged steps, divided by their number; mode decode/o)");
       CLI::Option* rw =
           sub.add_flag("--random-weights", a->random_weights,
