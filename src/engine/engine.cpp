@@ -295,8 +295,13 @@ void Engine::launch_sampling(const StepPlan& plan, const std::vector<Request*>& 
   if (rows.empty()) return;
   ScopedCpuTimer t("sample");
   const int64_t R = static_cast<int64_t>(rows.size());
-  f.next_ids = backend_->empty({R}, DType::kI32);
-  const std::vector<bool> on_device = sampler_->launch(logits, rows, f.next_ids.view());
+  std::vector<bool> on_device;
+  {
+    // Queued behind the forward: nothing here may wait for the device.
+    const SyncFreeRegion sync_free(*backend_, "the sampling launch");
+    f.next_ids = backend_->empty({R}, DType::kI32);
+    on_device = sampler_->launch(logits, rows, f.next_ids.view());
+  }
   f.logits = std::move(logits);
   for (int64_t k = 0; k < R; ++k) {
     Request* r = f.reqs[k];

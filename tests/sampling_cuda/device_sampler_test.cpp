@@ -4,10 +4,12 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sampler_cases.h"
@@ -330,4 +332,43 @@ TEST_F(DeviceSamplerTest, LaunchLeavesTheTokensInNextIds) {
     EXPECT_EQ(ids[i], !device_row ? -7 : (i == 1 ? 0 : want.token)) << i;
   }
   EXPECT_THROW(sampler_->collect(), Error) << "collect without a launch";
+}
+
+// launch() only queues work, even when it grows its buffers and has logprobs rows to download:
+// with the stream held busy by a sleeping host function, it returns while the stream still runs.
+TEST_F(DeviceSamplerTest, LaunchDoesNotWaitForTheDevice) {
+  constexpr int64_t V = 5000;
+  CaseGen gen(16);
+  std::vector<Case> cases(300);  // more rows than the buffers start with: they grow
+  for (Case& c : cases) c = gen.make(V, SamplingParams{});
+  cases[7].params.logprobs = 3;
+  std::vector<float> logits;
+  std::vector<SampleRow> rows;
+  for (const Case& c : cases) {
+    logits.insert(logits.end(), c.logits.begin(), c.logits.end());
+    rows.push_back(c.row());
+  }
+  const int64_t R = static_cast<int64_t>(cases.size());
+  float* d = nullptr;
+  ASSERT_CUDA(cudaMalloc(&d, logits.size() * sizeof(float)));
+  ASSERT_CUDA(cudaMemcpy(d, logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaLaunchHostFunc(
+      stream_, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); },
+      nullptr));
+  const auto t0 = std::chrono::steady_clock::now();
+  sampler_->launch(d, R, V, rows);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "launch waited for the stream";
+  EXPECT_LT(waited, 0.15);
+  const auto got = sampler_->collect();
+  cudaFree(d);
+  for (int64_t i = 0; i < R; ++i) {
+    const CpuAnswer want = cpu_answer(cases[i]);
+    ASSERT_EQ(got[i].error.has_value(), !want.error.empty()) << i;
+    if (want.error.empty()) {
+      EXPECT_EQ(got[i].token, want.token) << i;
+    }
+  }
+  EXPECT_TRUE(got[7].logprobs.has_value()) << "the logprobs row was sampled on the host";
 }

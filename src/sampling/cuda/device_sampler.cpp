@@ -30,6 +30,8 @@ DeviceSampler::~DeviceSampler() {
   // by whatever runs next. Buffers a queued launch may still use are freed after it.
   if (launched_) cudaEventSynchronize(tokens_ready_);
   cudaEventDestroy(tokens_ready_);
+  for (void* p : retired_host_) cudaFreeHost(p);
+  for (void* p : retired_device_) cudaFree(p);
   cudaFreeHost(h_in_);
   cudaFree(d_in_);
   cudaFreeHost(h_out_);
@@ -38,14 +40,12 @@ DeviceSampler::~DeviceSampler() {
 }
 
 void DeviceSampler::reserve(size_t in_bytes, size_t out_rows, size_t cpu_floats) {
-  // The previous launch was collected, so its host buffers are free; growing frees device
-  // buffers that work still queued on the stream (a forward reading next_ids does not, but the
-  // last kernels may) could use, so the stream drains first. Growth is rare (headroom).
-  if (in_bytes > in_capacity_ || out_rows > out_capacity_)
-    check_cuda(cudaStreamSynchronize(stream_), "synchronisation before growing the buffers");
+  // Grown buffers are retired, not freed: cudaFree / cudaFreeHost would wait for the device,
+  // and launch() must not (the engine queues it behind a running forward). Growth is
+  // geometric, so the retired ones add up to less than the live ones.
   if (in_bytes > in_capacity_) {
-    cudaFreeHost(h_in_);
-    cudaFree(d_in_);
+    retired_host_.push_back(h_in_);
+    retired_device_.push_back(d_in_);
     h_in_ = d_in_ = nullptr;
     in_capacity_ = 0;
     const size_t cap = grown(in_bytes);
@@ -54,8 +54,8 @@ void DeviceSampler::reserve(size_t in_bytes, size_t out_rows, size_t cpu_floats)
     in_capacity_ = cap;
   }
   if (out_rows > out_capacity_) {
-    cudaFreeHost(h_out_);
-    cudaFree(d_out_);
+    retired_host_.push_back(h_out_);
+    retired_device_.push_back(d_out_);
     h_out_ = d_out_ = nullptr;
     out_capacity_ = 0;
     const size_t cap = grown(out_rows);
@@ -66,7 +66,7 @@ void DeviceSampler::reserve(size_t in_bytes, size_t out_rows, size_t cpu_floats)
     out_capacity_ = cap;
   }
   if (cpu_floats > rows_capacity_) {
-    cudaFreeHost(h_rows_);
+    retired_host_.push_back(h_rows_);
     h_rows_ = nullptr;
     rows_capacity_ = 0;
     const size_t cap = grown(cpu_floats);
@@ -151,22 +151,20 @@ std::vector<bool> DeviceSampler::launch(float* logits, int64_t R, int64_t V,
   }
   check_cuda(cudaEventRecord(tokens_ready_, stream_), "cudaEventRecord");
 
-  // Logprobs rows are sampled on the host now: their contexts are only valid during this call.
-  if (!cpu_rows.empty()) {
-    check_cuda(cudaEventSynchronize(tokens_ready_), "synchronisation");
-    for (size_t k = 0; k < cpu_rows.size(); ++k) {
-      const int64_t i = cpu_rows[k];
-      const SampleRow& r = rows[i];
-      try {
-        SampleResult res = sample_row(std::span<float>(h_rows_ + k * V, V), *r.params, r.seq_seed,
-                                      r.position, r.context, mode);
-        out[i].token = res.token;
-        out[i].logprobs = std::move(res.logprobs);
-      } catch (const Error& e) {
-        out[i].error = e;
-      }
-    }
+  // Logprobs rows are sampled on the host by collect(), from copies of what they need (the
+  // caller's rows and contexts may change before then).
+  host_rows_.clear();
+  for (const int64_t i : cpu_rows) {
+    const SampleRow& r = rows[i];
+    host_rows_.push_back({i,
+                          *r.params,
+                          r.seq_seed,
+                          r.position,
+                          {r.context.prompt_token_ids.begin(), r.context.prompt_token_ids.end()},
+                          {r.context.output_token_ids.begin(), r.context.output_token_ids.end()},
+                          {r.context.eos_token_ids.begin(), r.context.eos_token_ids.end()}});
   }
+  mode_ = mode;
   pending_ = std::move(out);
   device_rows_ = std::move(device_rows);
   vocab_ = V;
@@ -196,6 +194,22 @@ std::vector<DeviceSampleResult> DeviceSampler::collect() {
                                        i, status, token));
     }
   }
+  for (size_t k = 0; k < host_rows_.size(); ++k) {
+    const HostRow& h = host_rows_[k];
+    TokenContext ctx;
+    ctx.prompt_token_ids = h.prompt;
+    ctx.output_token_ids = h.output;
+    ctx.eos_token_ids = h.eos;
+    try {
+      SampleResult res = sample_row(std::span<float>(h_rows_ + k * vocab_, vocab_), h.params,
+                                    h.seed, h.position, ctx, mode_);
+      out[h.row].token = res.token;
+      out[h.row].logprobs = std::move(res.logprobs);
+    } catch (const Error& e) {
+      out[h.row].error = e;
+    }
+  }
+  host_rows_.clear();
   return out;
 }
 

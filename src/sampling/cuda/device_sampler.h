@@ -13,10 +13,11 @@
 // (zero-overhead scheduling). launch() may also leave each row's token in a device buffer
 // (next_ids), where the next step's forward reads its input ids without a round trip.
 //
-// Rows that ask for logprobs run on the CPU instead: the raw row is downloaded and sample_row
-// (with `mode`) does everything, so they get the CPU's logprobs; their device row is left as it
-// was, and next_ids is not written for them. Such a call waits inside launch(). Every other row
-// ends with its processed logits (after the processors, before temperature) in place.
+// Rows that ask for logprobs run on the CPU instead: the raw row is downloaded and, in
+// collect(), sample_row (with `mode`) does everything, so they get the CPU's logprobs; their
+// device row is left as it was, and next_ids is not written for them. Every other row ends with
+// its processed logits (after the processors, before temperature) in place. launch() never
+// waits for the device (grown buffers are retired until the sampler goes, not freed).
 //
 // A row that cannot be sampled (all logits -inf / NaN after processing, a token id outside the
 // vocabulary in its context or params, no params) gets `error` set with the CPU sampler's code
@@ -76,6 +77,17 @@ class DeviceSampler {
   std::vector<DeviceSampleResult> pending_;  // the last launch's results, device rows unfilled
   std::vector<int64_t> device_rows_;         // rows sampled on the device, in kernel order
   int64_t vocab_ = 0;
+  // The last launch's logprobs rows, sampled on the host by collect() (raw row k of h_rows_).
+  struct HostRow {
+    int64_t row;
+    SamplingParams params;
+    uint64_t seed;
+    int64_t position;
+    std::vector<int32_t> prompt, output, eos;
+  };
+  std::vector<HostRow> host_rows_;
+  LogprobsMode mode_ = LogprobsMode::kRaw;
+  std::vector<void*> retired_host_, retired_device_;  // grown-out buffers, freed at the end
 
   // Pinned host staging and device buffers, grown on demand.
   void* h_in_ = nullptr;  // RowParams[n] then LogitEdit[e]
