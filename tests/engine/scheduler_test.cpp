@@ -258,3 +258,25 @@ TEST(Scheduler, PromptEnginesOnlyPrefill) {
   EXPECT_EQ(h.step().kind, StepKind::kPrefill);
   EXPECT_EQ(h.step().kind, StepKind::kIdle);
 }
+
+// Zero-overhead scheduling: a sequence whose token still being sampled ends it (max_tokens,
+// max_model_len) has nothing left to decode and is skipped until it finishes; the others go on.
+TEST(Scheduler, SkipsSequencesWhosePendingTokenEndsThem) {
+  Harness h(SchedulerConfig{}, 1 << 20);
+  Sequence* a = h.add(3);
+  Sequence* b = h.add(3);
+  h.step();  // prefill both
+  a->final_token_pending = true;
+  StepPlan p = h.step();
+  ASSERT_EQ(p.kind, StepKind::kDecode);
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].seq, b);
+  b->final_token_pending = true;
+  p = h.step();
+  EXPECT_EQ(p.kind, StepKind::kIdle) << "nothing left to decode until they finish";
+  h.sched.finish(a);
+  h.sched.finish(b);
+  p = h.step();
+  EXPECT_EQ(p.freed.size(), 2u);
+  EXPECT_FALSE(h.sched.has_work());
+}
