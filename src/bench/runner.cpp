@@ -124,6 +124,24 @@ RunResult BenchRunner::run_prefill(int64_t prefill_tokens, int64_t num_seqs, int
   return r;
 }
 
+namespace {
+
+// A logged decode step: one token for each of `seqs` sequences holding `context` tokens.
+StepRecord decode_record(const ModelConfig& c, const RooflineDtypes& dtypes, int index,
+                         int64_t seqs, int64_t context, double seconds, double issue_seconds) {
+  StepRecord rec;
+  rec.index = index;
+  rec.seconds = seconds;
+  rec.issue_seconds = issue_seconds;
+  rec.tokens = seqs;
+  rec.num_seqs = seqs;
+  rec.mean_context = static_cast<double>(context);
+  rec.cost = step_cost(c, seqs, 1, context, dtypes);
+  return rec;
+}
+
+}  // namespace
+
 RunResult BenchRunner::run_decode(int64_t num_requests, int64_t context_length, int warmup_steps,
                                   int num_steps, bool overlap) {
   DI_CHECK(num_requests > 0, ErrorCode::kInvalidArgument,
@@ -159,15 +177,8 @@ RunResult BenchRunner::run_decode(int64_t num_requests, int64_t context_length, 
       next[i] = static_cast<int32_t>(std::max_element(l + i * V, l + (i + 1) * V) - (l + i * V));
     if (s + 1 == warmup_steps) CpuTimers::reset();
     if (s < warmup_steps) continue;
-    StepRecord rec;
-    rec.index = s - warmup_steps;
-    rec.seconds = secs;
-    rec.issue_seconds = issue;
-    rec.tokens = num_requests;
-    rec.num_seqs = num_requests;
-    rec.mean_context = static_cast<double>(context);
-    rec.cost = step_cost(c, num_requests, 1, context, setup_.dtypes);
-    r.steps.push_back(rec);
+    r.steps.push_back(
+        decode_record(c, setup_.dtypes, s - warmup_steps, num_requests, context, secs, issue));
   }
   timer_->profile(false);
   return r;
@@ -218,14 +229,7 @@ void BenchRunner::run_decode_overlapped(RunResult& r, std::vector<SequenceState>
     const double issue =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s < warmup_steps) continue;
-    StepRecord rec;
-    rec.index = s - warmup_steps;
-    rec.issue_seconds = issue;
-    rec.tokens = B;
-    rec.num_seqs = B;
-    rec.mean_context = static_cast<double>(context);
-    rec.cost = step_cost(c, B, 1, context, setup_.dtypes);
-    r.steps.push_back(rec);
+    r.steps.push_back(decode_record(c, setup_.dtypes, s - warmup_steps, B, context, 0, issue));
   }
   // One device interval over all logged steps: each step is credited its mean.
   const double per_step = timer_->stop() / num_steps;
