@@ -68,8 +68,11 @@ int main() {
   }
   auto g = make_cuda_backend();
   std::printf("%-44s %13s %14s %20s\n", "op", "time", "achieved", "memory floor");
-  // bf16 GEMM: the weight read dominates at decode sizes.
-  for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}, {16384, 4096}}) {
+  // bf16 GEMM: the weight read dominates at decode sizes. V4-Flash's products: wo_b (4096 x
+  // 8192), wq_b (32768 x 1024), a CSA layer's fused input projections (2560 x 4096), the MoE
+  // block's router + shared gate / up (4352 x 4096).
+  for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
+           {4096, 4096}, {16384, 4096}, {4096, 8192}, {32768, 1024}, {2560, 4096}, {4352, 4096}}) {
     Tensor w = random_dev(*g, {N, K}, DType::kBF16, 1);
     for (int64_t M : {1, 8, 64, 256}) {
       Tensor x = random_dev(*g, {M, K}, DType::kF32, 2);

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
 namespace deepinfer::cudatest {
@@ -98,9 +99,11 @@ TEST_F(Ops, MatmulBf16WeightsMatchCpu) {
                                            {37, 512, 300},
                                            {128, 1024, 512},
                                            {5, 7, 1},
-                                           {8, 130, 4096},
+                                           {8, 130, 4096},    // K split in 8 segments
                                            {20, 200, 264},    // 16-row tiles
+                                           {40, 96, 1000},    // 2 segments, the last short
                                            {65, 96, 136},     // 64-row tiles
+                                           {200, 256, 2048},  // 64-row tiles, 4 segments
                                            {300, 64, 64}}) {  // past them: cuBLASLt
     for (bool acc : {false, true}) {
       Rng rng;
@@ -135,6 +138,8 @@ TEST_F(Ops, MatmulRowsAreBatchInvariant) {
   SEED_TRACE();
   Rng rng;
   const int64_t N = 1000, K = 1024, G = 4, NG = 96;
+  // Narrow enough that K is split: each segment's partial is summed by whichever block ends last.
+  ASSERT_GT(cuda::dense_gemm_split(N, K, 1).splits, 1);
   const Tensor x = rand_host(rng, {256, K}), w = rand_host(rng, {N, K});
   const Tensor wg = rand_host(rng, {G * NG, K / G});
   const Tensor dx = to_dev(*gpu, x), dw = to_dev(*gpu, w, true), dwg = to_dev(*gpu, wg, true);
@@ -160,6 +165,7 @@ TEST_F(Ops, GroupedMatmulMatchesCpu) {
            {5, 8, 128, 32},
            {33, 4, 96, 40},
            {2, 1, 512, 1024},
+           {3, 4, 1024, 64},     // K split in 2 segments per group
            {300, 2, 64, 48}}) {  // past the tile kernel's 256 rows: cuBLASLt
     Rng rng;
     const Tensor x = rand_host(rng, {M, G, K}), w = rand_host(rng, {G * N, K});

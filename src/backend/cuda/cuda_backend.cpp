@@ -54,6 +54,10 @@ DeviceContext::DeviceContext(int device) : device_(device) {
   check(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "CUDA backend: cublasSetMathMode");
   check(cudaMalloc(&err_, sizeof(int32_t)), "CUDA backend: error word");
   check(cudaMemsetAsync(err_, 0, sizeof(int32_t), stream_), "CUDA backend: error word");
+  check(cudaMalloc(&split_counters_, kDenseSplitCounters * sizeof(int32_t)),
+        "CUDA backend: split counters");
+  check(cudaMemsetAsync(split_counters_, 0, kDenseSplitCounters * sizeof(int32_t), stream_),
+        "CUDA backend: split counters");
   check(cudaStreamSynchronize(stream_), "CUDA backend: init");
 }
 
@@ -63,6 +67,7 @@ DeviceContext::~DeviceContext() {
   if (stream_) cudaStreamSynchronize(stream_);
   release_cached();
   if (err_) cudaFree(err_);
+  if (split_counters_) cudaFree(split_counters_);
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
   cudaGetLastError();

@@ -44,6 +44,8 @@ class DeviceContext {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   int32_t* error_word() const { return err_; }
+  // kDenseSplitCounters ints, zero between the split dense products of this stream.
+  int32_t* split_counters() const { return split_counters_; }
   int num_sms() const { return num_sms_; }
 
   // A block of at least `bytes` (never null, 256-byte aligned); returned to the cache when the
@@ -61,6 +63,7 @@ class DeviceContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   int32_t* err_ = nullptr;
+  int32_t* split_counters_ = nullptr;
   int num_sms_ = 0;
   mutable std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // size class -> blocks
@@ -178,6 +181,11 @@ class CudaBackend final : public Backend {
   void gemm(const char* op, DType dtype, const void* x, int64_t ldx, int64_t sx, const void* w,
             int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so, int64_t M, int64_t N,
             int64_t K, int64_t batch, float beta);
+  // The same for bf16 x and w of at most kDenseGemmMaxRows rows, on the batch-invariant tiles;
+  // false (nothing queued) where their layout conditions do not hold.
+  bool tile_gemm(const char* op, const void* x, int64_t ldx, int64_t sx, const void* w, int64_t ldw,
+                 int64_t sw, float* out, int64_t ldo, int64_t so, int64_t M, int64_t N, int64_t K,
+                 int64_t batch, bool accumulate);
   void check_error_word();
   // Called before anything that makes the host wait for the device: throws inside a sync-free
   // region (unless the guard is disabled).

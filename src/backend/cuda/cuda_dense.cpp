@@ -54,6 +54,22 @@ void CudaBackend::gemm(const char* op, DType dtype, const void* x, int64_t ldx, 
         op);
 }
 
+bool CudaBackend::tile_gemm(const char* op, const void* x, int64_t ldx, int64_t sx, const void* w,
+                            int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so, int64_t M,
+                            int64_t N, int64_t K, int64_t batch, bool accumulate) {
+  if (!dense_gemm_supported(M, N, K, ldx, ldw, x, w)) return false;
+  std::shared_ptr<void> partials;
+  const DenseSplit split = dense_gemm_split(N, K, batch);
+  if (split.splits > 1)
+    partials = scratch(static_cast<size_t>(batch * split.splits * M * N) * sizeof(float));
+  check(launch_dense_gemm(static_cast<const uint16_t*>(x), ldx, sx, static_cast<const uint16_t*>(w),
+                          ldw, sw, out, ldo, so, M, N, K, batch, accumulate,
+                          static_cast<float*>(partials.get()), ctx_->split_counters(),
+                          ctx_->stream()),
+        op);
+  return true;
+}
+
 void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& out,
                          bool accumulate) {
   const char* op = "matmul";
@@ -73,13 +89,8 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
     xa = xb.get();
     // Decode-sized products on the batch-invariant tensor-core kernel (kernels.h); larger ones
     // (prefill) through cuBLASLt.
-    if (dense_gemm_supported(M, N, K, K, K, xa, w.data())) {
-      check(launch_dense_gemm(static_cast<const uint16_t*>(xa), K, 0,
-                              static_cast<const uint16_t*>(w.data()), K, 0, out.data_as<float>(), N,
-                              0, M, N, K, 1, accumulate, ctx_->stream()),
-            op);
+    if (tile_gemm(op, xa, K, 0, w.data(), K, 0, out.data_as<float>(), N, 0, M, N, K, 1, accumulate))
       return;
-    }
   }
   gemm(op, w.dtype(), xa, K, 0, w.data(), K, 0, out.data_as<float>(), N, 0, M, N, K, 1,
        accumulate ? 1.f : 0.f);
@@ -103,13 +114,9 @@ void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const
   if (w.dtype() == DType::kBF16) {
     xb = to_bf16(op, x.data_as<float>(), M * G * K);
     xa = xb.get();
-    if (dense_gemm_supported(M, N, K, G * K, K, xa, w.data())) {
-      check(launch_dense_gemm(static_cast<const uint16_t*>(xa), G * K, K,
-                              static_cast<const uint16_t*>(w.data()), K, N * K,
-                              out.data_as<float>(), G * N, N, M, N, K, G, false, ctx_->stream()),
-            op);
+    if (tile_gemm(op, xa, G * K, K, w.data(), K, N * K, out.data_as<float>(), G * N, N, M, N, K, G,
+                  false))
       return;
-    }
   }
   gemm(op, w.dtype(), xa, G * K, K, w.data(), K, N * K, out.data_as<float>(), G * N, N, M, N, K, G,
        0.f);

@@ -176,13 +176,24 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
 // chunks in increasing order in one fp32 register whatever the tile shape (chosen from M), so a
 // row's result is bitwise the same for any M up to kDenseGemmMaxRows: the batch invariance
 // cuBLASLt does not give (its kernels for 1-8 and for 64+ rows differ in the last bits).
+// Products whose one-row grid would leave the GPU mostly idle split K into segments (one per
+// block, summed in segment order by the last block of each output tile); the split depends on
+// N, K and batch only, so a row's bits still do not depend on M. With splits > 1 the call needs
+// partials [batch * splits * M * N] fp32 scratch and kDenseSplitCounters zeroed ints, left zeroed
+// (the calls on one stream may share them).
 inline constexpr int64_t kDenseGemmMaxRows = 256;
+inline constexpr int64_t kDenseSplitCounters = 4096;
+struct DenseSplit {
+  int splits;     // K segments
+  int seg_tiles;  // 64-wide k tiles per segment
+};
+DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch);
 bool dense_gemm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldw, const void* x,
                           const void* w);
 cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,
                               int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so,
                               int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
-                              cudaStream_t stream);
+                              float* partials, int32_t* counters, cudaStream_t stream);
 // out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order (where < 0: skipped); M rows of D.
 cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
                                int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream);

@@ -16,6 +16,8 @@
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
+#include <algorithm>
+
 namespace deepinfer::cuda {
 
 namespace {
@@ -78,7 +80,63 @@ struct GroupedArgs {
   // dense only: rows, leading dimensions and batch strides (elements), accumulate into out
   int64_t M = 0, ldx = 0, ldw = 0, ldo = 0, sx = 0, sw = 0, so = 0;
   bool accumulate = false;
+  // dense only: K split into `splits` segments of seg_tiles k tiles (blockIdx.z); with more than
+  // one, partials [batch][splits][M][N] and one arrival counter per output tile (zero between
+  // calls: the last block to arrive sums the partials in segment order and resets it).
+  int splits = 1, seg_tiles = 0;
+  float* partials = nullptr;
+  int32_t* counters = nullptr;
 };
+
+// The end of a split dense product: this block's partial (segment blockIdx.z) goes to the
+// workspace; the block that arrives last at its output tile sums the tile's partials in segment
+// order (so a row's bits depend on N and K, never on M or on which block came last), adds out's
+// old values when accumulating, writes out and resets the tile's counter for the next call.
+template <typename T>
+__device__ __forceinline__ void dense_split_epilogue(const GroupedArgs& g,
+                                                     const float (&acc)[T::MI][2 * T::NJ][4],
+                                                     int64_t r0, int rows, int64_t n0,
+                                                     int64_t col_tiles, int64_t slot, int64_t ct) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wm = warp % T::WARPS_M, wn = warp / T::WARPS_M;
+  const int gr = lane >> 2, tq = lane & 3;
+  const int64_t b = blockIdx.y, plane = g.M * g.N;
+  float* part = g.partials + b * g.splits * plane;
+  // Each thread handles the outputs its accumulators hold, in the partial and in the sum.
+  auto for_each_output = [&](auto&& f) {
+#pragma unroll
+    for (int i = 0; i < T::MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * T::WTM + i * 16 + gr + 8 * h;
+        if (r >= rows) continue;
+#pragma unroll
+        for (int j = 0; j < 2 * T::NJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int64_t n = n0 + wn * T::WTN + j * 8 + tq * 2 + e;
+            if (n < g.N) f((r0 + r) * g.N + n, (r0 + r) * g.ldo + n, acc[i][j][2 * h + e]);
+          }
+      }
+  };
+  for_each_output([&](int64_t at, int64_t, float v) { part[blockIdx.z * plane + at] = v; });
+  __threadfence();  // the partial is visible device-wide before the arrival is counted
+  __syncthreads();
+  __shared__ int last;
+  int32_t* counter = g.counters + (b * ((g.M + T::BM - 1) / T::BM) + slot) * col_tiles + ct;
+  if (tid == 0) last = atomicAdd(counter, 1) == g.splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // the other blocks' partials are read after their arrivals
+  float* dst = g.y_out + b * g.so;
+  for_each_output([&](int64_t at, int64_t o, float) {
+    float v = __ldcg(part + at);
+    for (int s = 1; s < g.splits; ++s) v += __ldcg(part + s * plane + at);
+    if (g.accumulate) v += dst[o];
+    dst[o] = v;
+  });
+  if (tid == 0) *counter = 0;
+}
 
 // Grid: (tile slot) x (column tile) [x batch]. kUp: columns are BN/2 features of w1 then the
 // same of w3.
@@ -152,10 +210,15 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     b_src[i] = base + (b_ok[i] ? n : 0) * ldw;
   }
 
-  const int KT = static_cast<int>((K + kBK - 1) / kBK);
+  // k tiles [kt0, KT) of this block: all of K, or one segment of a split product.
+  int KT = static_cast<int>((K + kBK - 1) / kBK), kt0 = 0;
+  if constexpr (kDense) {
+    kt0 = static_cast<int>(blockIdx.z) * g.seg_tiles;
+    if (g.splits > 1) KT = min(KT, kt0 + g.seg_tiles);
+  }
   auto load_stage = [&](int kt) {  // weights (and bf16 A) by cp.async; one group per stage
     if (kt < KT) {
-      const int buf = kt % S;
+      const int buf = (kt - kt0) % S;
       const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
       const bool kin = k < K;
 #pragma unroll
@@ -179,7 +242,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
       a_reg[i] = a_src[i] && k < K ? __ldg(reinterpret_cast<const float4*>(a_src[i] + k))
                                    : make_float4(0.f, 0.f, 0.f, 0.f);
   };
-  auto store_a = [&](int kt) {  // up only: registers -> bf16 tile of stage kt
+  auto store_a = [&](int kt) {  // up only: registers -> bf16 tile of stage kt (kt0 is 0)
     const int buf = kt % S;
 #pragma unroll
     for (int i = 0; i < kAF32Loads; ++i) {
@@ -198,14 +261,14 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
       acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
 #pragma unroll
-  for (int st = 0; st < S - 1; ++st) load_stage(st);
+  for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st);
   if constexpr (kAF32) {
     load_a(0);
     store_a(0);
   }
   const int mat = lane >> 3, mrow = lane & 7;
-  for (int kt = 0; kt < KT; ++kt) {
-    const int buf = kt % S;
+  for (int kt = kt0; kt < KT; ++kt) {
+    const int buf = (kt - kt0) % S;
     cp_async_wait<S - 2>();  // stage kt has landed (this thread's part)
     __syncthreads();         // ... everyone's, and stage kt - 1 is no longer read
     load_stage(kt + S - 1);
@@ -236,6 +299,12 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   cp_async_wait<0>();
 
   const int gr = lane >> 2, tq = lane & 3;
+  if constexpr (kDense) {
+    if (g.splits > 1) {
+      dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
+      return;
+    }
+  }
   if constexpr (!kUp) {
 #pragma unroll
     for (int i = 0; i < T::MI; ++i)
@@ -298,12 +367,15 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
   constexpr int64_t feat = kMode == kUpGemm ? T::BN / 2 : T::BN;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
   if (max_tiles * col_tiles > 0x7fffffff || batch > 65535) return cudaErrorInvalidValue;
+  if (a.splits > 1 && batch * max_tiles * col_tiles > kDenseSplitCounters)
+    return cudaErrorInvalidValue;
   static const cudaError_t attr = cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(T::kSmemBytes));
   if (attr != cudaSuccess) return attr;
   grouped_gemm_kernel<kMode, T>
-      <<<dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch)),
+      <<<dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
+              static_cast<unsigned>(a.splits)),
          T::kThreads, T::kSmemBytes, stream>>>(a);
   return cudaGetLastError();
 }
@@ -356,13 +428,29 @@ bool dense_gemm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t 
          ldw % 8 == 0 && aligned(x) && aligned(w);
 }
 
+DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch) {
+  // About one wave of resident one-row blocks (Thin, 6 per SM by shared memory on a 132-SM
+  // H200) at M = 1; segments of at least kMinSegTiles k tiles keep the partials' traffic small
+  // next to the weights'.
+  constexpr int64_t kTargetBlocks = 792, kMinSegTiles = 8, kMaxSplits = 16;
+  const int64_t k_tiles = (K + kBK - 1) / kBK;
+  const int64_t blocks = batch * ((N + Thin::BN - 1) / Thin::BN);
+  int64_t s = (kTargetBlocks + blocks - 1) / blocks;
+  s = std::min({s, k_tiles / kMinSegTiles, kMaxSplits});
+  if (s <= 1) return {1, static_cast<int>(k_tiles)};
+  const int64_t seg = (k_tiles + s - 1) / s;
+  return {static_cast<int>((k_tiles + seg - 1) / seg), static_cast<int>(seg)};
+}
+
 cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,
                               int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so,
                               int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
-                              cudaStream_t stream) {
+                              float* partials, int32_t* counters, cudaStream_t stream) {
   if (M <= 0 || N <= 0 || batch <= 0) return cudaSuccess;
   if (!dense_gemm_supported(M, N, K, ldx, ldw, x, w) || sx % 8 != 0 || sw % 8 != 0)
     return cudaErrorInvalidValue;
+  const DenseSplit split = dense_gemm_split(N, K, batch);
+  if (split.splits > 1 && (!partials || !counters)) return cudaErrorInvalidValue;
   GroupedArgs a{nullptr, x, nullptr, nullptr, nullptr, nullptr, w,
                 nullptr, N, K,       0.f,     nullptr, out};
   a.M = M;
@@ -373,6 +461,10 @@ cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const 
   a.sw = sw;
   a.so = so;
   a.accumulate = accumulate;
+  a.splits = split.splits;
+  a.seg_tiles = split.seg_tiles;
+  a.partials = partials;
+  a.counters = counters;
   if (M <= Thin::BM) return launch_grouped<kDenseGemm, Thin>(a, 1, batch, stream);
   if (M <= 64) return launch_grouped<kDenseGemm, Narrow>(a, (M + 15) / 16, batch, stream);
   return launch_grouped<kDenseGemm, Wide>(a, (M + 63) / 64, batch, stream);
