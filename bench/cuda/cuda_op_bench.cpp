@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_info.h"
+#include "backend/cuda/kernels.h"
 #include "core/dtype.h"
 
 using namespace deepinfer;
@@ -53,6 +54,40 @@ double time_op(const std::function<void()>& op, int inner = 20, int reps = 7) {
   return t[t.size() / 2];
 }
 
+// Device time per call of `op` replayed as a CUDA graph of `inner` calls (kernels back to back
+// as in a decode step's graph, no host launch gaps), median of `reps` replays, in seconds.
+double time_graph(Backend& g, const std::function<void()>& op, int inner = 20, int reps = 5) {
+  cudaStream_t stream = cuda_stream(g);
+  op();  // warms the allocator's cache, so the capture allocates nothing new
+  cudaStreamSynchronize(stream);
+  cudaGraph_t graph;
+  cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+  for (int i = 0; i < inner; ++i) op();
+  cudaStreamEndCapture(stream, &graph);
+  cudaGraphExec_t exec;
+  cudaGraphInstantiate(&exec, graph, 0);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaGraphLaunch(exec, stream);
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(e0, stream);
+    cudaGraphLaunch(exec, stream);
+    cudaEventRecord(e1, stream);
+    cudaEventSynchronize(e1);
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t.push_back(ms * 1e-3 / inner);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 void row(const char* what, double sec, double bytes) {
   const double floor = bytes / kBandwidth;
   std::printf("%-44s %10.1f us %9.1f GB/s  roofline %8.1f us  (%.2fx)\n", what, sec * 1e6,
@@ -85,6 +120,31 @@ int main() {
       row(name, s, N * K * 2.0 + M * K * 4.0 + M * N * 4.0);
     }
   }
+  // The same products with K split for different one-row block targets (kernels.h), device
+  // time in a graph (the cast of x to bf16 included), microseconds.
+  const std::vector<int64_t> targets{0, 264, 528, 792, 1584, 3168};
+  std::printf("dense split sweep (us per matmul in a graph); target one-row blocks:");
+  for (int64_t t : targets) std::printf(" %7lld", (long long)t);
+  std::printf("   roofline\n");
+  for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
+           {4096, 4096}, {4096, 8192}, {2560, 4096}, {4352, 4096}, {1024, 4096}, {512, 4096}}) {
+    Tensor w = random_dev(*g, {N, K}, DType::kBF16, 1);
+    for (int64_t M : {1, 8, 64, 256}) {
+      Tensor x = random_dev(*g, {M, K}, DType::kF32, 2);
+      Tensor out = g->empty({M, N});
+      std::printf("  N=%5lld K=%5lld M=%3lld splits:", (long long)N, (long long)K, (long long)M);
+      std::vector<double> us;
+      for (int64_t t : targets) {
+        cuda::set_dense_split_target(t);
+        std::printf(" %2d", cuda::dense_gemm_split(N, K, 1).splits);
+        us.push_back(time_graph(*g, [&] { g->matmul(x, w, out); }) * 1e6);
+      }
+      std::printf("  us:");
+      for (double u : us) std::printf(" %7.2f", u);
+      std::printf("   %7.2f\n", (N * K * 2.0 + M * K * 4.0 + M * N * 4.0) / kBandwidth * 1e6);
+    }
+  }
+  cuda::set_dense_split_target(cuda::kDenseSplitTargetBlocks);
   // Does a row's product depend on how many rows share the matmul? (the engine's determinism
   // per seq_seed needs it not to): row 0 alone vs inside batches, bitwise, at model shapes.
   for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{

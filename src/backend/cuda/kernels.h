@@ -188,6 +188,11 @@ struct DenseSplit {
   int seg_tiles;  // 64-wide k tiles per segment
 };
 DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch);
+// For benchmarks: how many one-row blocks a split aims at (0: never split; the default is about
+// one wave of resident one-row blocks, 6 per SM by shared memory on a 132-SM H200). Changing it
+// changes the bits of split products, so not while a model serves.
+inline constexpr int64_t kDenseSplitTargetBlocks = 792;
+void set_dense_split_target(int64_t blocks);
 bool dense_gemm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldw, const void* x,
                           const void* w);
 cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,

@@ -102,24 +102,26 @@ __device__ __forceinline__ void dense_split_epilogue(const GroupedArgs& g,
   const int gr = lane >> 2, tq = lane & 3;
   const int64_t b = blockIdx.y, plane = g.M * g.N;
   float* part = g.partials + b * g.splits * plane;
-  // Each thread handles the outputs its accumulators hold, in the partial and in the sum.
-  auto for_each_output = [&](auto&& f) {
+  float* dst = g.y_out + b * g.so;
+  // The outputs this thread's accumulators hold: offsets in a partial plane (-1: outside the
+  // product; a split product's workspace fits 32-bit offsets, launch_dense_gemm checks).
+  constexpr int kOut = T::MI * 2 * (2 * T::NJ) * 2;
+  int32_t at[kOut];
 #pragma unroll
-    for (int i = 0; i < T::MI; ++i)
+  for (int i = 0; i < T::MI; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = wm * T::WTM + i * 16 + gr + 8 * h;
-        if (r >= rows) continue;
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int j = 0; j < 2 * T::NJ; ++j)
+      for (int j = 0; j < 2 * T::NJ; ++j)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int64_t n = n0 + wn * T::WTN + j * 8 + tq * 2 + e;
-            if (n < g.N) f((r0 + r) * g.N + n, (r0 + r) * g.ldo + n, acc[i][j][2 * h + e]);
-          }
-      }
-  };
-  for_each_output([&](int64_t at, int64_t, float v) { part[blockIdx.z * plane + at] = v; });
+        for (int e = 0; e < 2; ++e) {
+          const int o = ((i * 2 + h) * 2 * T::NJ + j) * 2 + e;
+          const int r = wm * T::WTM + i * 16 + gr + 8 * h;
+          const int64_t n = n0 + wn * T::WTN + j * 8 + tq * 2 + e;
+          const bool in = r < rows && n < g.N;
+          at[o] = in ? static_cast<int32_t>((r0 + r) * g.N + n) : -1;
+          if (in) part[blockIdx.z * plane + at[o]] = acc[i][j][2 * h + e];
+        }
   __threadfence();  // the partial is visible device-wide before the arrival is counted
   __syncthreads();
   __shared__ int last;
@@ -128,13 +130,29 @@ __device__ __forceinline__ void dense_split_epilogue(const GroupedArgs& g,
   __syncthreads();
   if (!last) return;
   __threadfence();  // the other blocks' partials are read after their arrivals
-  float* dst = g.y_out + b * g.so;
-  for_each_output([&](int64_t at, int64_t o, float) {
-    float v = __ldcg(part + at);
-    for (int s = 1; s < g.splits; ++s) v += __ldcg(part + s * plane + at);
-    if (g.accumulate) v += dst[o];
-    dst[o] = v;
-  });
+  // Sum in segment order, kChunk segments' loads in flight at once (one L2 round trip each
+  // chunk instead of one per load).
+  constexpr int kChunk = kOut >= 32 ? 1 : 32 / kOut;
+  float sum[kOut];
+  for (int s0 = 0; s0 < g.splits; s0 += kChunk) {
+    float p[kChunk][kOut];
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c)
+#pragma unroll
+      for (int o = 0; o < kOut; ++o)
+        p[c][o] = s0 + c < g.splits && at[o] >= 0 ? __ldcg(part + (s0 + c) * plane + at[o]) : 0.f;
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c)
+#pragma unroll
+      for (int o = 0; o < kOut; ++o)
+        if (s0 + c < g.splits) sum[o] = s0 + c == 0 ? p[c][o] : sum[o] + p[c][o];
+  }
+#pragma unroll
+  for (int o = 0; o < kOut; ++o)
+    if (at[o] >= 0) {
+      float* d = dst + (at[o] / g.N) * g.ldo + at[o] % g.N;
+      *d = g.accumulate ? sum[o] + *d : sum[o];
+    }
   if (tid == 0) *counter = 0;
 }
 
@@ -428,14 +446,20 @@ bool dense_gemm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t 
          ldw % 8 == 0 && aligned(x) && aligned(w);
 }
 
+namespace {
+int64_t split_target_blocks = kDenseSplitTargetBlocks;
+}  // namespace
+
+void set_dense_split_target(int64_t blocks) { split_target_blocks = blocks; }
+
 DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch) {
-  // About one wave of resident one-row blocks (Thin, 6 per SM by shared memory on a 132-SM
-  // H200) at M = 1; segments of at least kMinSegTiles k tiles keep the partials' traffic small
-  // next to the weights'.
-  constexpr int64_t kTargetBlocks = 792, kMinSegTiles = 8, kMaxSplits = 16;
+  // split_target_blocks one-row blocks at M = 1; segments of at least kMinSegTiles k tiles keep
+  // the partials' traffic small next to the weights'.
+  constexpr int64_t kMinSegTiles = 8, kMaxSplits = 16;
+  const int64_t kTargetBlocks = split_target_blocks;
   const int64_t k_tiles = (K + kBK - 1) / kBK;
   const int64_t blocks = batch * ((N + Thin::BN - 1) / Thin::BN);
-  int64_t s = (kTargetBlocks + blocks - 1) / blocks;
+  int64_t s = kTargetBlocks <= 0 ? 1 : (kTargetBlocks + blocks - 1) / blocks;
   s = std::min({s, k_tiles / kMinSegTiles, kMaxSplits});
   if (s <= 1) return {1, static_cast<int>(k_tiles)};
   const int64_t seg = (k_tiles + s - 1) / s;
@@ -450,7 +474,8 @@ cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const 
   if (!dense_gemm_supported(M, N, K, ldx, ldw, x, w) || sx % 8 != 0 || sw % 8 != 0)
     return cudaErrorInvalidValue;
   const DenseSplit split = dense_gemm_split(N, K, batch);
-  if (split.splits > 1 && (!partials || !counters)) return cudaErrorInvalidValue;
+  if (split.splits > 1 && (!partials || !counters || batch * split.splits * M * N > 0x7fffffff))
+    return cudaErrorInvalidValue;
   GroupedArgs a{nullptr, x, nullptr, nullptr, nullptr, nullptr, w,
                 nullptr, N, K,       0.f,     nullptr, out};
   a.M = M;
