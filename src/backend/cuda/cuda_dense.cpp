@@ -59,9 +59,8 @@ bool CudaBackend::tile_gemm(const char* op, const void* x, int64_t ldx, int64_t 
                             int64_t N, int64_t K, int64_t batch, bool accumulate) {
   if (!dense_gemm_supported(M, N, K, ldx, ldw, x, w)) return false;
   std::shared_ptr<void> partials;
-  const DenseSplit split = dense_gemm_split(N, K, batch);
-  if (split.splits > 1)
-    partials = scratch(static_cast<size_t>(batch * split.splits * M * N) * sizeof(float));
+  if (const int64_t n = dense_gemm_partials(M, N, K, batch); n > 0)
+    partials = scratch(static_cast<size_t>(n) * sizeof(float));
   check(launch_dense_gemm(static_cast<const uint16_t*>(x), ldx, sx, static_cast<const uint16_t*>(w),
                           ldw, sw, out, ldo, so, M, N, K, batch, accumulate,
                           static_cast<float*>(partials.get()), ctx_->split_counters(),

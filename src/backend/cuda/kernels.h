@@ -176,11 +176,12 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
 // chunks in increasing order in one fp32 register whatever the tile shape (chosen from M), so a
 // row's result is bitwise the same for any M up to kDenseGemmMaxRows: the batch invariance
 // cuBLASLt does not give (its kernels for 1-8 and for 64+ rows differ in the last bits).
-// Products whose one-row grid would leave the GPU mostly idle split K into segments (one per
-// block, summed in segment order by the last block of each output tile); the split depends on
-// N, K and batch only, so a row's bits still do not depend on M. With splits > 1 the call needs
-// partials [batch * splits * M * N] fp32 scratch and kDenseSplitCounters zeroed ints, left zeroed
-// (the calls on one stream may share them).
+// Products whose one-row grid would leave the GPU mostly idle split K into segments, each one
+// chain of mma steps, summed in segment order: over blocks for up to 16 rows (the last block of
+// each output tile sums the partials), in turn within each block for more. The split depends on
+// N, K and batch only, so a row's bits still do not depend on M. A call with
+// dense_gemm_partials(M, N, K, batch) > 0 needs that many floats of scratch and
+// kDenseSplitCounters zeroed ints, left zeroed (the calls on one stream may share them).
 inline constexpr int64_t kDenseGemmMaxRows = 256;
 inline constexpr int64_t kDenseSplitCounters = 4096;
 struct DenseSplit {
@@ -188,6 +189,7 @@ struct DenseSplit {
   int seg_tiles;  // 64-wide k tiles per segment
 };
 DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch);
+int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch);
 // For benchmarks: how many one-row blocks a split aims at (0: never split; the default is about
 // one wave of resident one-row blocks, 6 per SM by shared memory on a 132-SM H200). Changing it
 // changes the bits of split products, so not while a model serves.

@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   int KT = static_cast<int>((K + kBK - 1) / kBK), kt0 = 0;
   if constexpr (kDense) {
     kt0 = static_cast<int>(blockIdx.z) * g.seg_tiles;
-    if (g.splits > 1) KT = min(KT, kt0 + g.seg_tiles);
+    if (gridDim.z > 1) KT = min(KT, kt0 + g.seg_tiles);
   }
   auto load_stage = [&](int kt) {  // weights (and bf16 A) by cp.async; one group per stage
     if (kt < KT) {
@@ -284,6 +284,10 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     load_a(0);
     store_a(0);
   }
+  // A split product on a one-block-per-tile grid (gridDim.z == 1) sums its segments here, one
+  // after the other, in the order the split grid's last block does.
+  const bool in_register_split = kDense && g.splits > 1 && gridDim.z == 1;
+  float total[T::MI][2 * T::NJ][4];
   const int mat = lane >> 3, mrow = lane & 7;
   for (int kt = kt0; kt < KT; ++kt) {
     const int buf = (kt - kt0) % S;
@@ -313,12 +317,33 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     }
     if constexpr (kAF32)
       if (kt + 1 < KT) store_a(kt + 1);
+    if constexpr (kDense)
+      if (in_register_split && ((kt + 1) % g.seg_tiles == 0 || kt + 1 == KT)) {
+        // A segment ends: add its chain to the sum of the earlier ones, in segment order.
+        const bool first = kt + 1 <= g.seg_tiles;
+#pragma unroll
+        for (int i = 0; i < T::MI; ++i)
+#pragma unroll
+          for (int j = 0; j < 2 * T::NJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              total[i][j][e] = first ? acc[i][j][e] : total[i][j][e] + acc[i][j][e];
+              acc[i][j][e] = 0.f;
+            }
+      }
   }
   cp_async_wait<0>();
 
   const int gr = lane >> 2, tq = lane & 3;
   if constexpr (kDense) {
-    if (g.splits > 1) {
+    if (in_register_split) {
+#pragma unroll
+      for (int i = 0; i < T::MI; ++i)
+#pragma unroll
+        for (int j = 0; j < 2 * T::NJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][j][e] = total[i][j][e];
+    } else if (g.splits > 1) {
       dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
       return;
     }
@@ -379,13 +404,15 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   }
 }
 
+// split_blocks: a split dense product's segments run on blocks of their own (else each block
+// sums them in turn).
 template <Mode kMode, typename T>
 cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batch,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, bool split_blocks = false) {
   constexpr int64_t feat = kMode == kUpGemm ? T::BN / 2 : T::BN;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
   if (max_tiles * col_tiles > 0x7fffffff || batch > 65535) return cudaErrorInvalidValue;
-  if (a.splits > 1 && batch * max_tiles * col_tiles > kDenseSplitCounters)
+  if (split_blocks && a.splits > 1 && batch * max_tiles * col_tiles > kDenseSplitCounters)
     return cudaErrorInvalidValue;
   static const cudaError_t attr = cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -393,7 +420,7 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
   if (attr != cudaSuccess) return attr;
   grouped_gemm_kernel<kMode, T>
       <<<dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
-              static_cast<unsigned>(a.splits)),
+              static_cast<unsigned>(split_blocks ? a.splits : 1)),
          T::kThreads, T::kSmemBytes, stream>>>(a);
   return cudaGetLastError();
 }
@@ -450,7 +477,9 @@ namespace {
 int64_t split_target_blocks = kDenseSplitTargetBlocks;
 }  // namespace
 
-void set_dense_split_target(int64_t blocks) { split_target_blocks = blocks; }
+void set_dense_split_target(int64_t blocks) {
+  split_target_blocks = blocks;
+}
 
 DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch) {
   // split_target_blocks one-row blocks at M = 1; segments of at least kMinSegTiles k tiles keep
@@ -459,11 +488,16 @@ DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch) {
   const int64_t kTargetBlocks = split_target_blocks;
   const int64_t k_tiles = (K + kBK - 1) / kBK;
   const int64_t blocks = batch * ((N + Thin::BN - 1) / Thin::BN);
-  int64_t s = kTargetBlocks <= 0 ? 1 : (kTargetBlocks + blocks - 1) / blocks;
+  int64_t s = kTargetBlocks <= 0 ? 1 : kTargetBlocks / blocks;  // never a second wave
   s = std::min({s, k_tiles / kMinSegTiles, kMaxSplits});
   if (s <= 1) return {1, static_cast<int>(k_tiles)};
   const int64_t seg = (k_tiles + s - 1) / s;
   return {static_cast<int>((k_tiles + seg - 1) / seg), static_cast<int>(seg)};
+}
+
+int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
+  const int splits = dense_gemm_split(N, K, batch).splits;
+  return splits > 1 && M <= Thin::BM ? batch * splits * M * N : 0;
 }
 
 cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,
@@ -474,8 +508,8 @@ cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const 
   if (!dense_gemm_supported(M, N, K, ldx, ldw, x, w) || sx % 8 != 0 || sw % 8 != 0)
     return cudaErrorInvalidValue;
   const DenseSplit split = dense_gemm_split(N, K, batch);
-  if (split.splits > 1 && (!partials || !counters || batch * split.splits * M * N > 0x7fffffff))
-    return cudaErrorInvalidValue;
+  const int64_t need = dense_gemm_partials(M, N, K, batch);
+  if (need > 0 && (!partials || !counters || need > 0x7fffffff)) return cudaErrorInvalidValue;
   GroupedArgs a{nullptr, x, nullptr, nullptr, nullptr, nullptr, w,
                 nullptr, N, K,       0.f,     nullptr, out};
   a.M = M;
@@ -490,7 +524,9 @@ cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const 
   a.seg_tiles = split.seg_tiles;
   a.partials = partials;
   a.counters = counters;
-  if (M <= Thin::BM) return launch_grouped<kDenseGemm, Thin>(a, 1, batch, stream);
+  // One-row to 16-row products split over blocks (their time is the chain of dependent mma
+  // steps over K, not bytes); wider ones have enough blocks and sum the segments in turn.
+  if (M <= Thin::BM) return launch_grouped<kDenseGemm, Thin>(a, 1, batch, stream, true);
   if (M <= 64) return launch_grouped<kDenseGemm, Narrow>(a, (M + 15) / 16, batch, stream);
   return launch_grouped<kDenseGemm, Wide>(a, (M + 63) / 64, batch, stream);
 }
