@@ -29,6 +29,11 @@ constexpr VarSpec kVars[] = {
      "CUDA backend: run each decode forward as one CUDA graph (recorded, then replayed through a "
      "kept executable graph of the same batch size and layout), removing the gaps between its "
      "~400 launches. Off with the sync guard disabled."},
+    {"DEEPINFER_DENSE_SPLIT_TARGET", VarType::kInt, "792",
+     "CUDA backend: a decode-sized bf16 product whose one-row grid has fewer blocks than this "
+     "splits K into segments (summed in a fixed order, so rows stay batch invariant) to fill "
+     "about this many; 0 never splits. For tuning on other GPUs (792 = one wave of one-row "
+     "blocks on a 132-SM H200)."},
     {"DEEPINFER_DISABLE_SYNC_GUARD", VarType::kBool, "0",
      "CUDA backend: allow host-device synchronisation inside a model forward. By default anything "
      "that would make the host wait for the GPU there (a download, a host-side plan) is a loud "

@@ -2,7 +2,8 @@
 # GPU time per kernel of the logged bench steps (ncu, one metric: gpu__time_duration, clocks and
 # caches left alone), after gpu_session.sh built build-gpu. The bench brackets its logged steps
 # with cudaProfilerStart/Stop, so warm-up, weight generation and context fill are not profiled.
-# Usage: OUT=/tmp/kp CASES="decode:1 decode:64 prefill:4096" [LAYERS=4] bash tools/device/kernel_profile.sh
+# Usage: OUT=/tmp/kp CASES="decode:1 decode:64 prefill:4096" [LAYERS=4] [BY_GRID=1] [TOP=30]
+#   bash tools/device/kernel_profile.sh
 set -uo pipefail
 B=${B:-build-gpu/src/api/deepinfer}
 OUT=${OUT:-/tmp/kernel_profile}
@@ -26,6 +27,6 @@ for c in ${CASES:-decode:1}; do
     >"$CSV/ncu_${mode}_$n.csv" 2>"$CSV/ncu_${mode}_$n.err"
   echo "== $mode $n ($LAYERS layers, per step over $STEPS steps; rc=$?)"
   grep -E "step|error|Error" "$CSV/ncu_${mode}_$n.err" | tail -3
-  python3 "$(dirname "$0")/kernel_summary.py" "$CSV/ncu_${mode}_$n.csv" "$STEPS" 30 |
+  python3 "$(dirname "$0")/kernel_summary.py" "$CSV/ncu_${mode}_$n.csv" "$STEPS" "${TOP:-30}" ${BY_GRID:+--by-grid} |
     tee -a "$OUT/kernels.txt"
 done

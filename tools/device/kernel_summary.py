@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Summarises an `ncu --csv --page raw --metrics gpu__time_duration.sum` log: GPU time per kernel
 name (total over the profiled steps, per step, count per step, mean), largest first, and the sum.
-Usage: kernel_summary.py NCU_CSV STEPS [TOP]"""
+Usage: kernel_summary.py NCU_CSV STEPS [TOP] [--by-grid]  (--by-grid: one line per kernel and
+grid, e.g. to tell the products of one GEMM kernel apart)"""
 import csv
 import re
 import sys
@@ -16,8 +17,10 @@ def short(name):
 
 
 def main():
-    path, steps = sys.argv[1], int(sys.argv[2])
-    top = int(sys.argv[3]) if len(sys.argv) > 3 else 40
+    args = [a for a in sys.argv[1:] if a != "--by-grid"]
+    by_grid = len(args) < len(sys.argv) - 1
+    path, steps = args[0], int(args[1])
+    top = int(args[2]) if len(args) > 2 else 40
     rows = list(csv.reader(open(path, errors="replace")))
     head = next(i for i, r in enumerate(rows) if "Kernel Name" in r and "gpu__time_duration.sum" in r)
     cols = rows[head]
@@ -34,16 +37,17 @@ def main():
             us = float(r[tm].replace(",", "")) * scale
         except ValueError:
             continue
-        k = short(r[kn])
+        k = short(r[kn]) + (f" {r[gs]}" if by_grid else "")
         tot[k] += us
         cnt[k] += 1
         grids[k].add(r[gs])
     all_us = sum(tot.values())
-    print(f"{'kernel':72} {'us/step':>9} {'n/step':>7} {'mean us':>8}  grids")
+    width = 86 if by_grid else 72
+    print(f"{'kernel':{width}} {'us/step':>9} {'n/step':>7} {'mean us':>8}  grids")
     for k in sorted(tot, key=tot.get, reverse=True)[:top]:
         g = ",".join(sorted(grids[k]))[:40]
-        print(f"{k:72} {tot[k] / steps:9.1f} {cnt[k] / steps:7.1f} {tot[k] / cnt[k]:8.2f}  {g}")
-    print(f"{'TOTAL (kernel time, no gaps)':72} {all_us / steps:9.1f} {sum(cnt.values()) / steps:7.1f}")
+        print(f"{k:{width}} {tot[k] / steps:9.1f} {cnt[k] / steps:7.1f} {tot[k] / cnt[k]:8.2f}  {g}")
+    print(f"{'TOTAL (kernel time, no gaps)':{width}} {all_us / steps:9.1f} {sum(cnt.values()) / steps:7.1f}")
 
 
 if __name__ == "__main__":
