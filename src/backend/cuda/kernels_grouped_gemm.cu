@@ -22,6 +22,9 @@ namespace deepinfer::cuda {
 
 namespace {
 
+// Dense products launch as programmatic dependents of the kernel before them (set_dense_pdl).
+bool dense_pdl = true;
+
 constexpr int kBK = 64;       // k per stage: a tile row is 8 chunks of 16 bytes
 constexpr int kLd = kBK + 8;  // bf16 row stride of the staged tiles (16-byte rows apart in banks)
 
@@ -234,21 +237,28 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     kt0 = static_cast<int>(blockIdx.z) * g.seg_tiles;
     if (gridDim.z > 1) KT = min(KT, kt0 + g.seg_tiles);
   }
-  auto load_stage = [&](int kt) {  // weights (and bf16 A) by cp.async; one group per stage
+  auto load_b = [&](int kt) {  // weight tile of k tile kt (kt < KT) by cp.async
+    const int buf = (kt - kt0) % S;
+    const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
+    const bool kin = k < K;
+#pragma unroll
+    for (int i = 0; i < kBLoads; ++i)
+      cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc, b_src[i] + (kin ? k : 0),
+                 b_ok[i] && kin);
+  };
+  auto load_a_bf16 = [&](int kt) {  // bf16 A tile of k tile kt (kt < KT) by cp.async
+    const int buf = (kt - kt0) % S;
+    const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
+    const bool kin = k < K;
+#pragma unroll
+    for (int i = 0; i < kALoads; ++i)
+      cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
+                 ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
+  };
+  auto load_stage = [&](int kt) {  // weights (and bf16 A); one group per stage
     if (kt < KT) {
-      const int buf = (kt - kt0) % S;
-      const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
-      const bool kin = k < K;
-#pragma unroll
-      for (int i = 0; i < kBLoads; ++i)
-        cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc, b_src[i] + (kin ? k : 0),
-                   b_ok[i] && kin);
-      if constexpr (!kAF32) {
-#pragma unroll
-        for (int i = 0; i < kALoads; ++i)
-          cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
-                     ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
-      }
+      load_b(kt);
+      if constexpr (!kAF32) load_a_bf16(kt);
     }
     cp_async_commit();  // empty past the end, so the group count stays uniform
   };
@@ -278,8 +288,24 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     for (int j = 0; j < 2 * T::NJ; ++j)
       acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
+  if constexpr (kDense) {
+    // Launched as the programmatic dependent of the kernel before it (the cast of x): the
+    // weights do not depend on that kernel, so their first stages stream in while it finishes;
+    // x is read after it has. The S - 1 stages land as one group (then S - 2 empty ones keep the
+    // loop's group count).
 #pragma unroll
-  for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st);
+    for (int st = 0; st < S - 1; ++st)
+      if (kt0 + st < KT) load_b(kt0 + st);
+    grid_dependency_wait();
+#pragma unroll
+    for (int st = 0; st < S - 1; ++st)
+      if (kt0 + st < KT) load_a_bf16(kt0 + st);
+#pragma unroll
+    for (int st = 0; st < S - 1; ++st) cp_async_commit();
+  } else {
+#pragma unroll
+    for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st);
+  }
   if constexpr (kAF32) {
     load_a(0);
     store_a(0);
@@ -288,6 +314,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   // after the other, in the order the split grid's last block does.
   const bool in_register_split = kDense && g.splits > 1 && gridDim.z == 1;
   float total[T::MI][2 * T::NJ][4];
+  int seg_left = g.seg_tiles;  // k tiles left in the current segment (no modulo in the loop)
   const int mat = lane >> 3, mrow = lane & 7;
   for (int kt = kt0; kt < KT; ++kt) {
     const int buf = (kt - kt0) % S;
@@ -318,9 +345,10 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     if constexpr (kAF32)
       if (kt + 1 < KT) store_a(kt + 1);
     if constexpr (kDense)
-      if (in_register_split && ((kt + 1) % g.seg_tiles == 0 || kt + 1 == KT)) {
+      if (in_register_split && (--seg_left == 0 || kt + 1 == KT)) {
         // A segment ends: add its chain to the sum of the earlier ones, in segment order.
         const bool first = kt + 1 <= g.seg_tiles;
+        seg_left = g.seg_tiles;
 #pragma unroll
         for (int i = 0; i < T::MI; ++i)
 #pragma unroll
@@ -418,11 +446,20 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(T::kSmemBytes));
   if (attr != cudaSuccess) return attr;
-  grouped_gemm_kernel<kMode, T>
-      <<<dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
-              static_cast<unsigned>(split_blocks ? a.splits : 1)),
-         T::kThreads, T::kSmemBytes, stream>>>(a);
-  return cudaGetLastError();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
+                     static_cast<unsigned>(split_blocks ? a.splits : 1));
+  cfg.blockDim = dim3(T::kThreads);
+  cfg.dynamicSmemBytes = T::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  if (kMode == kDenseGemm && dense_pdl) {
+    cfg.attrs = pdl;
+    cfg.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&cfg, grouped_gemm_kernel<kMode, T>, a);
 }
 
 template <Mode kMode>
@@ -479,6 +516,10 @@ int64_t split_target_blocks = kDenseSplitTargetBlocks;
 
 void set_dense_split_target(int64_t blocks) {
   split_target_blocks = blocks;
+}
+
+void set_dense_pdl(bool on) {
+  dense_pdl = on;
 }
 
 DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch) {
