@@ -34,10 +34,6 @@ constexpr VarSpec kVars[] = {
      "splits K into segments (summed in a fixed order, so rows stay batch invariant) to fill "
      "about this many; 0 never splits. For tuning on other GPUs (792 = one wave of one-row "
      "blocks on a 132-SM H200)."},
-    {"DEEPINFER_CUDA_PDL", VarType::kBool, "1",
-     "CUDA backend: launch the dense decode products as programmatic dependents of the kernel "
-     "before them (the cast of their input), so their weights stream in while it finishes. 0 "
-     "launches them plainly (for comparison); the results are the same."},
     {"DEEPINFER_DISABLE_SYNC_GUARD", VarType::kBool, "0",
      "CUDA backend: allow host-device synchronisation inside a model forward. By default anything "
      "that would make the host wait for the GPU there (a download, a host-side plan) is a loud "

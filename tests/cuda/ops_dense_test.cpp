@@ -158,34 +158,6 @@ TEST_F(Ops, MatmulRowsAreBatchInvariant) {
   }
 }
 
-// Dense products launch as programmatic dependents of the cast of their input and stream their
-// weights before that cast has finished: each product of a fresh input (the cast writes the
-// scratch the previous product read) must give the bits of a plain launch.
-TEST_F(Ops, MatmulAfterItsCastSeesTheNewInput) {
-  SEED_TRACE();
-  Rng rng;
-  const int64_t N = 1024, K = 8192;
-  const Tensor w = rand_host(rng, {N, K});
-  const Tensor dw = to_dev(*gpu, w, true);
-  for (int64_t M : {1, 16, 64}) {
-    std::vector<Tensor> xs, pdl_out;
-    for (int i = 0; i < 6; ++i) {
-      xs.push_back(to_dev(*gpu, rand_host(rng, {M, K})));
-      pdl_out.push_back(gpu->empty({M, N}));
-    }
-    for (int i = 0; i < 6; ++i) gpu->matmul(xs[i], dw, pdl_out[i]);  // queued back to back
-    cuda::set_dense_pdl(false);
-    for (int i = 0; i < 6; ++i) {
-      Tensor plain = gpu->empty({M, N});
-      gpu->matmul(xs[i], dw, plain);
-      const std::vector<float> want = floats(to_host(*gpu, plain)),
-                               got = floats(to_host(*gpu, pdl_out[i]));
-      EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin())) << "M " << M << " call " << i;
-    }
-    cuda::set_dense_pdl(true);
-  }
-}
-
 TEST_F(Ops, GroupedMatmulMatchesCpu) {
   SEED_TRACE();
   for (auto [M, G, K, N] : std::vector<std::array<int64_t, 4>>{

@@ -166,7 +166,6 @@ CudaBackend::CudaBackend(int device)
   guard_disabled_ = env::get_bool("DEEPINFER_DISABLE_SYNC_GUARD") || sync_each_;
   graphs_enabled_ = env::get_bool("DEEPINFER_CUDA_GRAPHS");
   set_dense_split_target(env::get_int("DEEPINFER_DENSE_SPLIT_TARGET"));
-  set_dense_pdl(env::get_bool("DEEPINFER_CUDA_PDL"));
 }
 
 bool CudaBackend::begin_graph(int64_t key) {

@@ -195,9 +195,6 @@ int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch);
 // changes the bits of split products, so not while a model serves.
 inline constexpr int64_t kDenseSplitTargetBlocks = 792;
 void set_dense_split_target(int64_t blocks);
-// Whether dense products launch as programmatic dependents of the kernel before them (their
-// weights start streaming while it finishes; DEEPINFER_CUDA_PDL). The bits do not change.
-void set_dense_pdl(bool on);
 bool dense_gemm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldw, const void* x,
                           const void* w);
 cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,

@@ -1,7 +1,6 @@
 // Elementwise and row kernels: bf16 casts, embedding, add, rms_norm, RoPE, swiglu.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
-#include "backend/cuda/mma_ptx.cuh"
 
 namespace deepinfer::cuda {
 
@@ -17,7 +16,6 @@ unsigned grid_for(int64_t n) {
 }
 
 __global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
-  launch_dependents();  // the product reading `out` may start streaming its weights now
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     out[i] = f32_to_bf16_bits(in[i]);

@@ -22,9 +22,6 @@ namespace deepinfer::cuda {
 
 namespace {
 
-// Dense products launch as programmatic dependents of the kernel before them (set_dense_pdl).
-bool dense_pdl = true;
-
 constexpr int kBK = 64;       // k per stage: a tile row is 8 chunks of 16 bytes
 constexpr int kLd = kBK + 8;  // bf16 row stride of the staged tiles (16-byte rows apart in banks)
 
@@ -41,6 +38,10 @@ struct TileShape {
   static constexpr size_t kStageBytes = static_cast<size_t>(STAGES) * (BM + BN) * kLd * 2;
   static constexpr size_t kEpiBytes = static_cast<size_t>(BM) * kEpiLd * 4;
   static constexpr size_t kSmemBytes = kStageBytes > kEpiBytes ? kStageBytes : kEpiBytes;
+  // Dense products summing K segments in turn keep the running sum here, [output][thread] (one
+  // float per accumulator; registers would cost the widest tile half its occupancy).
+  static constexpr int kAccPerThread = MI * 2 * NJ * 4;
+  static constexpr size_t kTotalBytes = static_cast<size_t>(kAccPerThread) * kThreads * 4;
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are multiples of 16");
   static_assert((BN * 8) % kThreads == 0 && (BM * 8) % kThreads == 0 && (BM * 16) % kThreads == 0,
                 "loaders cover the tiles evenly");
@@ -237,28 +238,21 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     kt0 = static_cast<int>(blockIdx.z) * g.seg_tiles;
     if (gridDim.z > 1) KT = min(KT, kt0 + g.seg_tiles);
   }
-  auto load_b = [&](int kt) {  // weight tile of k tile kt (kt < KT) by cp.async
-    const int buf = (kt - kt0) % S;
-    const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
-    const bool kin = k < K;
-#pragma unroll
-    for (int i = 0; i < kBLoads; ++i)
-      cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc, b_src[i] + (kin ? k : 0),
-                 b_ok[i] && kin);
-  };
-  auto load_a_bf16 = [&](int kt) {  // bf16 A tile of k tile kt (kt < KT) by cp.async
-    const int buf = (kt - kt0) % S;
-    const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
-    const bool kin = k < K;
-#pragma unroll
-    for (int i = 0; i < kALoads; ++i)
-      cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
-                 ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
-  };
-  auto load_stage = [&](int kt) {  // weights (and bf16 A); one group per stage
+  auto load_stage = [&](int kt) {  // weights (and bf16 A) by cp.async; one group per stage
     if (kt < KT) {
-      load_b(kt);
-      if constexpr (!kAF32) load_a_bf16(kt);
+      const int buf = (kt - kt0) % S;
+      const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
+      const bool kin = k < K;
+#pragma unroll
+      for (int i = 0; i < kBLoads; ++i)
+        cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc, b_src[i] + (kin ? k : 0),
+                   b_ok[i] && kin);
+      if constexpr (!kAF32) {
+#pragma unroll
+        for (int i = 0; i < kALoads; ++i)
+          cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
+                     ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
+      }
     }
     cp_async_commit();  // empty past the end, so the group count stays uniform
   };
@@ -288,32 +282,17 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     for (int j = 0; j < 2 * T::NJ; ++j)
       acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
-  if constexpr (kDense) {
-    // Launched as the programmatic dependent of the kernel before it (the cast of x): the
-    // weights do not depend on that kernel, so their first stages stream in while it finishes;
-    // x is read after it has. The S - 1 stages land as one group (then S - 2 empty ones keep the
-    // loop's group count).
 #pragma unroll
-    for (int st = 0; st < S - 1; ++st)
-      if (kt0 + st < KT) load_b(kt0 + st);
-    grid_dependency_wait();
-#pragma unroll
-    for (int st = 0; st < S - 1; ++st)
-      if (kt0 + st < KT) load_a_bf16(kt0 + st);
-#pragma unroll
-    for (int st = 0; st < S - 1; ++st) cp_async_commit();
-  } else {
-#pragma unroll
-    for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st);
-  }
+  for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st);
   if constexpr (kAF32) {
     load_a(0);
     store_a(0);
   }
   // A split product on a one-block-per-tile grid (gridDim.z == 1) sums its segments here, one
-  // after the other, in the order the split grid's last block does.
-  const bool in_register_split = kDense && g.splits > 1 && gridDim.z == 1;
-  float total[T::MI][2 * T::NJ][4];
+  // after the other, in the order the split grid's last block does (running sum in shared
+  // memory past the stages).
+  const bool in_block_split = kDense && g.splits > 1 && gridDim.z == 1;
+  float* total = reinterpret_cast<float*>(smem + T::kSmemBytes) + tid;  // [acc][thread]
   int seg_left = g.seg_tiles;  // k tiles left in the current segment (no modulo in the loop)
   const int mat = lane >> 3, mrow = lane & 7;
   for (int kt = kt0; kt < KT; ++kt) {
@@ -345,7 +324,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     if constexpr (kAF32)
       if (kt + 1 < KT) store_a(kt + 1);
     if constexpr (kDense)
-      if (in_register_split && (--seg_left == 0 || kt + 1 == KT)) {
+      if (in_block_split && (--seg_left == 0 || kt + 1 == KT)) {
         // A segment ends: add its chain to the sum of the earlier ones, in segment order.
         const bool first = kt + 1 <= g.seg_tiles;
         seg_left = g.seg_tiles;
@@ -355,7 +334,8 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
           for (int j = 0; j < 2 * T::NJ; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              total[i][j][e] = first ? acc[i][j][e] : total[i][j][e] + acc[i][j][e];
+              float* t = total + ((i * 2 * T::NJ + j) * 4 + e) * T::kThreads;
+              *t = first ? acc[i][j][e] : *t + acc[i][j][e];
               acc[i][j][e] = 0.f;
             }
       }
@@ -364,13 +344,14 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 
   const int gr = lane >> 2, tq = lane & 3;
   if constexpr (kDense) {
-    if (in_register_split) {
+    if (in_block_split) {
 #pragma unroll
       for (int i = 0; i < T::MI; ++i)
 #pragma unroll
         for (int j = 0; j < 2 * T::NJ; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[i][j][e] = total[i][j][e];
+          for (int e = 0; e < 4; ++e)
+            acc[i][j][e] = total[((i * 2 * T::NJ + j) * 4 + e) * T::kThreads];
     } else if (g.splits > 1) {
       dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
       return;
@@ -442,24 +423,19 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
   if (max_tiles * col_tiles > 0x7fffffff || batch > 65535) return cudaErrorInvalidValue;
   if (split_blocks && a.splits > 1 && batch * max_tiles * col_tiles > kDenseSplitCounters)
     return cudaErrorInvalidValue;
-  static const cudaError_t attr = cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(T::kSmemBytes));
+  // The running sum of in-block segments only where they occur (a one-row tile's 6 blocks per
+  // SM would not fit it).
+  constexpr size_t max_smem = T::kSmemBytes + (kMode == kDenseGemm ? T::kTotalBytes : 0);
+  const size_t smem_bytes = split_blocks || a.splits <= 1 ? T::kSmemBytes : max_smem;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
   if (attr != cudaSuccess) return attr;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
-                     static_cast<unsigned>(split_blocks ? a.splits : 1));
-  cfg.blockDim = dim3(T::kThreads);
-  cfg.dynamicSmemBytes = T::kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  if (kMode == kDenseGemm && dense_pdl) {
-    cfg.attrs = pdl;
-    cfg.numAttrs = 1;
-  }
-  return cudaLaunchKernelEx(&cfg, grouped_gemm_kernel<kMode, T>, a);
+  grouped_gemm_kernel<kMode, T>
+      <<<dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
+              static_cast<unsigned>(split_blocks ? a.splits : 1)),
+         T::kThreads, smem_bytes, stream>>>(a);
+  return cudaGetLastError();
 }
 
 template <Mode kMode>
@@ -516,10 +492,6 @@ int64_t split_target_blocks = kDenseSplitTargetBlocks;
 
 void set_dense_split_target(int64_t blocks) {
   split_target_blocks = blocks;
-}
-
-void set_dense_pdl(bool on) {
-  dense_pdl = on;
 }
 
 DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch) {
