@@ -66,7 +66,9 @@ __device__ __forceinline__ void cp_async_wait() {
 // (+)= x[M, K] w[N, K]^T of bf16 x (cp.async-staged like down's activations; staging fp32 rows
 // through registers a stage ahead left a decode row's product latency-bound), batched over
 // blockIdx.y.
-enum Mode { kUpGemm, kDownGemm, kDenseGemm };
+// kDenseSplitGemm: the same with K split into segments (its own instantiation, so unsplit
+// products and the experts keep the plain loop's code).
+enum Mode { kUpGemm, kDownGemm, kDenseGemm, kDenseSplitGemm };
 
 struct GroupedArgs {
   const float* x_f32;      // up: x [*, K] fp32, rows gathered through row_token
@@ -164,7 +166,8 @@ __device__ __forceinline__ void dense_split_epilogue(const GroupedArgs& g,
 // same of w3.
 template <Mode kMode, typename T>
 __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
-  constexpr bool kUp = kMode == kUpGemm, kDense = kMode == kDenseGemm;
+  constexpr bool kUp = kMode == kUpGemm, kSplit = kMode == kDenseSplitGemm;
+  constexpr bool kDense = kMode == kDenseGemm || kSplit;
   constexpr bool kAF32 = kUp;  // fp32 A rows through registers (else bf16 by cp.async)
   constexpr int BM = T::BM, BN = T::BN, S = T::STAGES, NT = T::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -234,7 +237,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 
   // k tiles [kt0, KT) of this block: all of K, or one segment of a split product.
   int KT = static_cast<int>((K + kBK - 1) / kBK), kt0 = 0;
-  if constexpr (kDense) {
+  if constexpr (kSplit) {
     kt0 = static_cast<int>(blockIdx.z) * g.seg_tiles;
     if (gridDim.z > 1) KT = min(KT, kt0 + g.seg_tiles);
   }
@@ -291,7 +294,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   // A split product on a one-block-per-tile grid (gridDim.z == 1) sums its segments here, one
   // after the other, in the order the split grid's last block does (running sum in shared
   // memory past the stages).
-  const bool in_block_split = kDense && g.splits > 1 && gridDim.z == 1;
+  const bool in_block_split = kSplit && gridDim.z == 1;
   float* total = reinterpret_cast<float*>(smem + T::kSmemBytes) + tid;  // [acc][thread]
   int seg_left = g.seg_tiles;  // k tiles left in the current segment (no modulo in the loop)
   const int mat = lane >> 3, mrow = lane & 7;
@@ -323,7 +326,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     }
     if constexpr (kAF32)
       if (kt + 1 < KT) store_a(kt + 1);
-    if constexpr (kDense)
+    if constexpr (kSplit)
       if (in_block_split && (--seg_left == 0 || kt + 1 == KT)) {
         // A segment ends: add its chain to the sum of the earlier ones, in segment order.
         const bool first = kt + 1 <= g.seg_tiles;
@@ -343,7 +346,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   cp_async_wait<0>();
 
   const int gr = lane >> 2, tq = lane & 3;
-  if constexpr (kDense) {
+  if constexpr (kSplit) {
     if (in_block_split) {
 #pragma unroll
       for (int i = 0; i < T::MI; ++i)
@@ -352,7 +355,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 #pragma unroll
           for (int e = 0; e < 4; ++e)
             acc[i][j][e] = total[((i * 2 * T::NJ + j) * 4 + e) * T::kThreads];
-    } else if (g.splits > 1) {
+    } else {
       dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
       return;
     }
@@ -421,19 +424,19 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
   constexpr int64_t feat = kMode == kUpGemm ? T::BN / 2 : T::BN;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
   if (max_tiles * col_tiles > 0x7fffffff || batch > 65535) return cudaErrorInvalidValue;
-  if (split_blocks && a.splits > 1 && batch * max_tiles * col_tiles > kDenseSplitCounters)
+  if (split_blocks && batch * max_tiles * col_tiles > kDenseSplitCounters)
     return cudaErrorInvalidValue;
   // The running sum of in-block segments only where they occur (a one-row tile's 6 blocks per
   // SM would not fit it).
-  constexpr size_t max_smem = T::kSmemBytes + (kMode == kDenseGemm ? T::kTotalBytes : 0);
-  const size_t smem_bytes = split_blocks || a.splits <= 1 ? T::kSmemBytes : max_smem;
+  constexpr size_t max_smem = T::kSmemBytes + (kMode == kDenseSplitGemm ? T::kTotalBytes : 0);
+  const size_t smem_bytes = split_blocks ? T::kSmemBytes : max_smem;
   static const cudaError_t attr =
       cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
   if (attr != cudaSuccess) return attr;
   grouped_gemm_kernel<kMode, T>
       <<<dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
-              static_cast<unsigned>(split_blocks ? a.splits : 1)),
+              static_cast<unsigned>(kMode == kDenseSplitGemm && split_blocks ? a.splits : 1)),
          T::kThreads, smem_bytes, stream>>>(a);
   return cudaGetLastError();
 }
@@ -539,7 +542,12 @@ cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const 
   a.counters = counters;
   // One-row to 16-row products split over blocks (their time is the chain of dependent mma
   // steps over K, not bytes); wider ones have enough blocks and sum the segments in turn.
-  if (M <= Thin::BM) return launch_grouped<kDenseGemm, Thin>(a, 1, batch, stream, true);
+  if (split.splits > 1) {
+    if (M <= Thin::BM) return launch_grouped<kDenseSplitGemm, Thin>(a, 1, batch, stream, true);
+    if (M <= 64) return launch_grouped<kDenseSplitGemm, Narrow>(a, (M + 15) / 16, batch, stream);
+    return launch_grouped<kDenseSplitGemm, Wide>(a, (M + 63) / 64, batch, stream);
+  }
+  if (M <= Thin::BM) return launch_grouped<kDenseGemm, Thin>(a, 1, batch, stream);
   if (M <= 64) return launch_grouped<kDenseGemm, Narrow>(a, (M + 15) / 16, batch, stream);
   return launch_grouped<kDenseGemm, Wide>(a, (M + 63) / 64, batch, stream);
 }
