@@ -173,13 +173,15 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
 // Dense bf16 products of decode-sized batches on the same tensor-core tiles:
 // out_b[M, N] (+)= x_b[M, K] (bf16) w_b[N, K]^T for b < batch (element
 // strides sx / sw / so; leading dimensions ldx / ldw / ldo). Every output sums its 16-wide k
-// chunks in increasing order in one fp32 register whatever the tile shape (chosen from M), so a
-// row's result is bitwise the same for any M up to kDenseGemmMaxRows: the batch invariance
-// cuBLASLt does not give (its kernels for 1-8 and for 64+ rows differ in the last bits).
-// Products whose one-row grid would leave the GPU mostly idle split K into segments, each one
-// chain of mma steps, summed in segment order: over blocks for up to 16 rows (the last block of
-// each output tile sums the partials), in turn within each block for more. The split depends on
-// N, K and batch only, so a row's bits still do not depend on M. A call with
+// chunks in increasing order in one fp32 register chain per K segment, the segments' sums added
+// in segment order, whatever the tile shape (chosen from M), so a row's result is bitwise the
+// same for any M up to kDenseGemmMaxRows: the batch invariance cuBLASLt does not give (its
+// kernels for 1-8 and for 64+ rows differ in the last bits).
+// The segments: one, unless the one-row grid would leave the GPU mostly idle (a one-row product
+// is as slow as its chain of dependent mma steps over K); then K splits so that about
+// set_dense_split_target's blocks run. Up to 16 rows, segments run on blocks of their own (the
+// last block of each output tile sums the partials); for more, each block sums them in turn.
+// The split depends on N, K and batch only, so a row's bits still do not depend on M. A call with
 // dense_gemm_partials(M, N, K, batch) > 0 needs that many floats of scratch and
 // kDenseSplitCounters zeroed ints, left zeroed (the calls on one stream may share them).
 inline constexpr int64_t kDenseGemmMaxRows = 256;
