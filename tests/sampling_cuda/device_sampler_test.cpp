@@ -48,12 +48,12 @@ class DeviceSamplerTest : public ::testing::Test {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  // Runs the device sampler on `cases` as one batch; `logits` receives the rows afterwards.
-  std::vector<DeviceSampleResult> run(const std::vector<Case>& cases, int64_t V,
-                                      std::vector<float>& logits,
-                                      LogprobsMode mode = LogprobsMode::kRaw) {
+  // Stages `cases` as one batch: their logits (also left in `logits`) in the fixture's device
+  // buffer, whose address it returns, and their rows in `rows`.
+  float* upload(const std::vector<Case>& cases, std::vector<float>& logits,
+                std::vector<SampleRow>& rows) {
     logits.clear();
-    std::vector<SampleRow> rows;
+    rows.clear();
     for (const Case& c : cases) {
       logits.insert(logits.end(), c.logits.begin(), c.logits.end());
       rows.push_back(c.row());
@@ -68,8 +68,18 @@ class DeviceSamplerTest : public ::testing::Test {
     // Offset by one float when asked, so rows are not 16-byte aligned (the scalar load path).
     float* d = d_logits_ + (misalign_ ? 1 : 0);
     EXPECT_EQ(cudaMemcpy(d, logits.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+  }
+
+  // Runs the device sampler on `cases` as one batch; `logits` receives the rows afterwards.
+  std::vector<DeviceSampleResult> run(const std::vector<Case>& cases, int64_t V,
+                                      std::vector<float>& logits,
+                                      LogprobsMode mode = LogprobsMode::kRaw) {
+    std::vector<SampleRow> rows;
+    float* d = upload(cases, logits, rows);
     auto out = sampler_->sample(d, static_cast<int64_t>(cases.size()), V, rows, mode);
-    EXPECT_EQ(cudaMemcpy(logits.data(), d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(logits.data(), d, logits.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
     return out;
   }
 
@@ -301,16 +311,10 @@ TEST_F(DeviceSamplerTest, LaunchLeavesTheTokensInNextIds) {
   cases[5].params.logprobs = 2;                                // sampled on the host
   std::vector<float> logits;
   std::vector<SampleRow> rows;
-  for (const Case& c : cases) {
-    logits.insert(logits.end(), c.logits.begin(), c.logits.end());
-    rows.push_back(c.row());
-  }
+  float* d = upload(cases, logits, rows);
   const int64_t R = static_cast<int64_t>(cases.size());
-  float* d = nullptr;
   int32_t* next = nullptr;
-  ASSERT_CUDA(cudaMalloc(&d, logits.size() * sizeof(float)));
   ASSERT_CUDA(cudaMalloc(&next, R * sizeof(int32_t)));
-  ASSERT_CUDA(cudaMemcpy(d, logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
   const std::vector<int32_t> poison(R, -7);
   ASSERT_CUDA(cudaMemcpy(next, poison.data(), R * sizeof(int32_t), cudaMemcpyHostToDevice));
   const std::vector<bool> in_next = sampler_->launch(d, R, V, rows, next);
@@ -318,7 +322,6 @@ TEST_F(DeviceSamplerTest, LaunchLeavesTheTokensInNextIds) {
   const auto got = sampler_->collect();
   std::vector<int32_t> ids(R);
   ASSERT_CUDA(cudaMemcpy(ids.data(), next, R * sizeof(int32_t), cudaMemcpyDeviceToHost));
-  cudaFree(d);
   cudaFree(next);
   ASSERT_EQ(got.size(), cases.size());
   for (int64_t i = 0; i < R; ++i) {
@@ -344,14 +347,8 @@ TEST_F(DeviceSamplerTest, LaunchDoesNotWaitForTheDevice) {
   cases[7].params.logprobs = 3;
   std::vector<float> logits;
   std::vector<SampleRow> rows;
-  for (const Case& c : cases) {
-    logits.insert(logits.end(), c.logits.begin(), c.logits.end());
-    rows.push_back(c.row());
-  }
+  float* d = upload(cases, logits, rows);
   const int64_t R = static_cast<int64_t>(cases.size());
-  float* d = nullptr;
-  ASSERT_CUDA(cudaMalloc(&d, logits.size() * sizeof(float)));
-  ASSERT_CUDA(cudaMemcpy(d, logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
   ASSERT_CUDA(cudaLaunchHostFunc(
       stream_, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); },
       nullptr));
@@ -362,7 +359,6 @@ TEST_F(DeviceSamplerTest, LaunchDoesNotWaitForTheDevice) {
   EXPECT_EQ(cudaStreamQuery(stream_), cudaErrorNotReady) << "launch waited for the stream";
   EXPECT_LT(waited, 0.15);
   const auto got = sampler_->collect();
-  cudaFree(d);
   for (int64_t i = 0; i < R; ++i) {
     const CpuAnswer want = cpu_answer(cases[i]);
     ASSERT_EQ(got[i].error.has_value(), !want.error.empty()) << i;

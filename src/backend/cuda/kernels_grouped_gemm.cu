@@ -512,9 +512,30 @@ DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch) {
   return {static_cast<int>((k_tiles + seg - 1) / seg), static_cast<int>(seg)};
 }
 
+namespace {
+
+// Split products of up to 16 rows run their segments on blocks of their own (their time is the
+// chain of dependent mma steps over K, not bytes); wider ones have enough blocks and sum the
+// segments in turn.
+bool splits_over_blocks(int64_t M) {
+  return M <= Thin::BM;
+}
+
+// The tile shape for M rows (the same arithmetic in each).
+template <Mode kMode>
+cudaError_t launch_dense_tiles(const GroupedArgs& a, int64_t M, int64_t batch,
+                               cudaStream_t stream) {
+  const bool over_blocks = kMode == kDenseSplitGemm && splits_over_blocks(M);
+  if (M <= Thin::BM) return launch_grouped<kMode, Thin>(a, 1, batch, stream, over_blocks);
+  if (M <= 64) return launch_grouped<kMode, Narrow>(a, (M + 15) / 16, batch, stream, over_blocks);
+  return launch_grouped<kMode, Wide>(a, (M + 63) / 64, batch, stream, over_blocks);
+}
+
+}  // namespace
+
 int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
   const int splits = dense_gemm_split(N, K, batch).splits;
-  return splits > 1 && M <= Thin::BM ? batch * splits * M * N : 0;
+  return splits > 1 && splits_over_blocks(M) ? batch * splits * M * N : 0;
 }
 
 cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,
@@ -541,16 +562,8 @@ cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const 
   a.seg_tiles = split.seg_tiles;
   a.partials = partials;
   a.counters = counters;
-  // One-row to 16-row products split over blocks (their time is the chain of dependent mma
-  // steps over K, not bytes); wider ones have enough blocks and sum the segments in turn.
-  if (split.splits > 1) {
-    if (M <= Thin::BM) return launch_grouped<kDenseSplitGemm, Thin>(a, 1, batch, stream, true);
-    if (M <= 64) return launch_grouped<kDenseSplitGemm, Narrow>(a, (M + 15) / 16, batch, stream);
-    return launch_grouped<kDenseSplitGemm, Wide>(a, (M + 63) / 64, batch, stream);
-  }
-  if (M <= Thin::BM) return launch_grouped<kDenseGemm, Thin>(a, 1, batch, stream);
-  if (M <= 64) return launch_grouped<kDenseGemm, Narrow>(a, (M + 15) / 16, batch, stream);
-  return launch_grouped<kDenseGemm, Wide>(a, (M + 63) / 64, batch, stream);
+  return split.splits > 1 ? launch_dense_tiles<kDenseSplitGemm>(a, M, batch, stream)
+                          : launch_dense_tiles<kDenseGemm>(a, M, batch, stream);
 }
 
 }  // namespace deepinfer::cuda
