@@ -242,7 +242,7 @@ int main() {
     Tensor w1 = random_dev(*g, {E, I, D}, DType::kBF16, 11);
     Tensor w3 = random_dev(*g, {E, I, D}, DType::kBF16, 12);
     Tensor w2 = random_dev(*g, {E, D, I}, DType::kBF16, 13);
-    for (int64_t M : {1, 8, 64, 256, 4096}) {
+    for (int64_t M : {1, 8, 64, 256, 4096, 16384}) {
       Tensor x = random_dev(*g, {M, D}, DType::kF32, 14);
       std::mt19937_64 gen(15);
       std::vector<int32_t> ids(M * k);
@@ -256,16 +256,26 @@ int main() {
       g->upload(ids.data(), idx);
       Tensor wts = random_dev(*g, {M, k}, DType::kF32, 16);
       Tensor out = g->empty({M, D});
-      const double t = time_op(
-          [&] {
-            g->moe_experts(x, idx, wts, {w1, w3, w2}, 10.f, out);
-          },
-          M >= 4096 ? 3 : 20, M >= 4096 ? 3 : 7);
-      const double active = static_cast<double>(std::count(used.begin(), used.end(), 1));
-      char name[96];
-      std::snprintf(name, sizeof name, "moe_experts E=256 k=6 D=4096 I=2048 M=%lld", (long long)M);
-      row(name, t, active * 3 * D * I * 2.0);
-      std::printf("%-44s %10.1f TFLOP/s\n", "", 6.0 * M * k * D * I / t / 1e12);
+      // Prefill-sized batches: the wgmma kernels and the mma.sync tiles they replace.
+      for (bool wgmma : {true, false}) {
+        if (!set_cuda_moe_wgmma(*g, wgmma) && wgmma) continue;
+        const double t = time_op(
+            [&] {
+              g->moe_experts(x, idx, wts, {w1, w3, w2}, 10.f, out);
+            },
+            M >= 4096 ? 3 : 20, M >= 4096 ? 3 : 7);
+        const double active = static_cast<double>(std::count(used.begin(), used.end(), 1));
+        char name[96];
+        std::snprintf(name, sizeof name, "moe_experts E=256 k=6 D=4096 I=2048 M=%lld%s",
+                      (long long)M,
+                      M * k <= 8 * E ? ""
+                      : wgmma        ? " wgmma"
+                                     : " mma.sync");
+        row(name, t, active * 3 * D * I * 2.0);
+        std::printf("%-44s %10.1f TFLOP/s\n", "", 6.0 * M * k * D * I / t / 1e12);
+        if (M * k <= 8 * E) break;  // decode tiles either way
+      }
+      set_cuda_moe_wgmma(*g, true);
     }
   }
   // Indexer top-k at 64k context (16k compressed entries), k = 512.

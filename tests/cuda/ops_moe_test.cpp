@@ -66,51 +66,63 @@ TEST_F(Moe, RouteMatchesCpu) {
   }
 }
 
+// Both prefill kernels where the device has wgmma: its kernels, then the mma.sync tiles.
+std::vector<bool> wgmma_settings(Backend& gpu) {
+  std::vector<bool> settings{false};
+  if (set_cuda_moe_wgmma(gpu, true)) settings.insert(settings.begin(), true);
+  return settings;
+}
+
 TEST_F(Moe, MoeExpertsMatchCpu) {
   SEED_TRACE();
-  for (auto [M, D, I, E, k] : std::vector<std::array<int64_t, 5>>{
-           {1, 64, 32, 8, 2},
-           {7, 64, 96, 16, 6},
-           {64, 128, 64, 8, 2},
-           {200, 256, 64, 256, 6},  // many experts, some empty
-           {300, 256, 128, 32, 4},  // tensor-core tiles, partial tiles
-           {700, 72, 40, 4, 2},     // several full 64-row tiles per expert, K tails
-           {300, 64, 36, 8, 2}}) {  // I not a multiple of 8: host-planned cuBLAS path
-    Rng rng;
-    const Tensor x = rand_host(rng, {M, D});
-    const Tensor w1 = rand_host(rng, {E, I, D}, -0.2f, 0.2f);
-    const Tensor w3 = rand_host(rng, {E, I, D}, -0.2f, 0.2f);
-    const Tensor w2 = rand_host(rng, {E, D, I}, -0.2f, 0.2f);
-    std::vector<int32_t> id(M * k);
-    for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
-    const Tensor idx = i32_host(id, {M, k}), wts = rand_host(rng, {M, k}, 0.f, 1.f);
-    const Tensor init = rand_host(rng, {M, D});
-    Tensor ref = host({M, D});
-    std::copy_n(init.data_as<float>(), M * D, ref.data_as<float>());
-    cpu->moe_experts(x, idx, wts, {round_bf16(w1), round_bf16(w3), round_bf16(w2)}, 3.f, ref);
-    Tensor dw1 = to_dev(*gpu, w1, true), dw3 = to_dev(*gpu, w3, true), dw2 = to_dev(*gpu, w2, true);
-    Tensor out = to_dev(*gpu, init);  // accumulated into
-    gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, idx), to_dev(*gpu, wts), {dw1, dw3, dw2}, 3.f,
-                     out);
-    // The error is measured on the experts' contribution, not on the initial values.
-    Tensor got = to_host(*gpu, out), delta_ref = host({M, D}), delta = host({M, D});
-    for (int64_t i = 0; i < M * D; ++i) {
-      delta_ref.data_as<float>()[i] = ref.data_as<float>()[i] - init.data_as<float>()[i];
-      delta.data_as<float>()[i] = got.data_as<float>()[i] - init.data_as<float>()[i];
+  for (bool wgmma : wgmma_settings(*gpu))
+    for (auto [M, D, I, E, k] : std::vector<std::array<int64_t, 5>>{
+             {1, 64, 32, 8, 2},
+             {7, 64, 96, 16, 6},
+             {64, 128, 64, 8, 2},
+             {200, 256, 64, 256, 6},  // many experts, some empty
+             {300, 256, 128, 32, 4},  // prefill tiles, partial tiles
+             {700, 72, 40, 4, 2},     // several full row tiles per expert, K tails
+             {1100, 200, 328, 4, 2},  // wgmma: 4-5 128-row tiles per expert, partial column tiles
+             {300, 64, 36, 8, 2}}) {  // I not a multiple of 8: host-planned cuBLAS path
+      SCOPED_TRACE(wgmma ? "wgmma" : "mma.sync");
+      set_cuda_moe_wgmma(*gpu, wgmma);
+      Rng rng;
+      const Tensor x = rand_host(rng, {M, D});
+      const Tensor w1 = rand_host(rng, {E, I, D}, -0.2f, 0.2f);
+      const Tensor w3 = rand_host(rng, {E, I, D}, -0.2f, 0.2f);
+      const Tensor w2 = rand_host(rng, {E, D, I}, -0.2f, 0.2f);
+      std::vector<int32_t> id(M * k);
+      for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
+      const Tensor idx = i32_host(id, {M, k}), wts = rand_host(rng, {M, k}, 0.f, 1.f);
+      const Tensor init = rand_host(rng, {M, D});
+      Tensor ref = host({M, D});
+      std::copy_n(init.data_as<float>(), M * D, ref.data_as<float>());
+      cpu->moe_experts(x, idx, wts, {round_bf16(w1), round_bf16(w3), round_bf16(w2)}, 3.f, ref);
+      Tensor dw1 = to_dev(*gpu, w1, true), dw3 = to_dev(*gpu, w3, true),
+             dw2 = to_dev(*gpu, w2, true);
+      Tensor out = to_dev(*gpu, init);  // accumulated into
+      gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, idx), to_dev(*gpu, wts), {dw1, dw3, dw2}, 3.f,
+                       out);
+      // The error is measured on the experts' contribution, not on the initial values.
+      Tensor got = to_host(*gpu, out), delta_ref = host({M, D}), delta = host({M, D});
+      for (int64_t i = 0; i < M * D; ++i) {
+        delta_ref.data_as<float>()[i] = ref.data_as<float>()[i] - init.data_as<float>()[i];
+        delta.data_as<float>()[i] = got.data_as<float>()[i] - init.data_as<float>()[i];
+      }
+      EXPECT_LE(rel_err(delta, delta_ref), kTolBf16) << M << " " << D << " " << I << " " << E;
+      if (M == 7 || M == 300) {
+        // Device path: found on the device, reported at the next sync; host path: at the call.
+        id[5] = static_cast<int32_t>(E);
+        EXPECT_THROW(
+            {
+              gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, i32_host(id, {M, k})),
+                               to_dev(*gpu, wts), {dw1, dw3, dw2}, 3.f, out);
+              to_host(*gpu, out);
+            },
+            Error);
+      }
     }
-    EXPECT_LE(rel_err(delta, delta_ref), kTolBf16) << M << " " << D << " " << I << " " << E;
-    if (M == 7 || M == 300) {
-      // Device path: found on the device, reported at the next sync; host path: at the call.
-      id[5] = static_cast<int32_t>(E);
-      EXPECT_THROW(
-          {
-            gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, i32_host(id, {M, k})), to_dev(*gpu, wts),
-                             {dw1, dw3, dw2}, 3.f, out);
-            to_host(*gpu, out);
-          },
-          Error);
-    }
-  }
 }
 
 Tensor zeros_host(std::vector<int64_t> shape) {
@@ -121,33 +133,38 @@ Tensor zeros_host(std::vector<int64_t> shape) {
 
 // A token's expert output does not depend on the other tokens of the batch (bitwise): what the
 // engine's determinism per seq_seed rests on. The batch of 40 (80 rows over 8 experts) runs the
-// wide 64-row tiles and each single row the narrow decode tiles: both must give the same bits.
+// prefill tiles (wgmma's, then the mma.sync ones) and each single row the narrow decode tiles:
+// all must give the same bits.
 TEST_F(Moe, MoeExpertsRowsAreBatchInvariant) {
   SEED_TRACE();
-  Rng rng;
-  const int64_t M = 40, D = 128, I = 64, E = 8, k = 2;
-  const Tensor x = rand_host(rng, {M, D});
-  Tensor dw1 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
-  Tensor dw3 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
-  Tensor dw2 = to_dev(*gpu, rand_host(rng, {E, D, I}, -0.2f, 0.2f), true);
-  std::vector<int32_t> id(M * k);
-  for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
-  const Tensor wts = rand_host(rng, {M, k}, 0.f, 1.f);
-  Tensor all = to_dev(*gpu, zeros_host({M, D}));
-  gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, i32_host(id, {M, k})), to_dev(*gpu, wts),
-                   {dw1, dw3, dw2}, 3.f, all);
-  const Tensor all_h = to_host(*gpu, all);
-  for (int64_t m = 0; m < M; m += 7) {
-    Tensor xm = host({1, D}), wm = host({1, k});
-    std::copy_n(x.data_as<float>() + m * D, D, xm.data_as<float>());
-    std::copy_n(wts.data_as<float>() + m * k, k, wm.data_as<float>());
-    const std::vector<int32_t> im(id.begin() + m * k, id.begin() + m * k + k);
-    Tensor one = to_dev(*gpu, zeros_host({1, D}));
-    gpu->moe_experts(to_dev(*gpu, xm), to_dev(*gpu, i32_host(im, {1, k})), to_dev(*gpu, wm),
-                     {dw1, dw3, dw2}, 3.f, one);
-    const Tensor one_h = to_host(*gpu, one);
-    for (int64_t d = 0; d < D; ++d)
-      ASSERT_EQ(one_h.data_as<float>()[d], all_h.data_as<float>()[m * D + d]) << m << " " << d;
+  for (bool wgmma : wgmma_settings(*gpu)) {
+    SCOPED_TRACE(wgmma ? "wgmma" : "mma.sync");
+    set_cuda_moe_wgmma(*gpu, wgmma);
+    Rng rng;
+    const int64_t M = 40, D = 128, I = 64, E = 8, k = 2;
+    const Tensor x = rand_host(rng, {M, D});
+    Tensor dw1 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
+    Tensor dw3 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
+    Tensor dw2 = to_dev(*gpu, rand_host(rng, {E, D, I}, -0.2f, 0.2f), true);
+    std::vector<int32_t> id(M * k);
+    for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
+    const Tensor wts = rand_host(rng, {M, k}, 0.f, 1.f);
+    Tensor all = to_dev(*gpu, zeros_host({M, D}));
+    gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, i32_host(id, {M, k})), to_dev(*gpu, wts),
+                     {dw1, dw3, dw2}, 3.f, all);
+    const Tensor all_h = to_host(*gpu, all);
+    for (int64_t m = 0; m < M; m += 7) {
+      Tensor xm = host({1, D}), wm = host({1, k});
+      std::copy_n(x.data_as<float>() + m * D, D, xm.data_as<float>());
+      std::copy_n(wts.data_as<float>() + m * k, k, wm.data_as<float>());
+      const std::vector<int32_t> im(id.begin() + m * k, id.begin() + m * k + k);
+      Tensor one = to_dev(*gpu, zeros_host({1, D}));
+      gpu->moe_experts(to_dev(*gpu, xm), to_dev(*gpu, i32_host(im, {1, k})), to_dev(*gpu, wm),
+                       {dw1, dw3, dw2}, 3.f, one);
+      const Tensor one_h = to_host(*gpu, one);
+      for (int64_t d = 0; d < D; ++d)
+        ASSERT_EQ(one_h.data_as<float>()[d], all_h.data_as<float>()[m * D + d]) << m << " " << d;
+    }
   }
 }
 

@@ -166,6 +166,13 @@ CudaBackend::CudaBackend(int device)
   guard_disabled_ = env::get_bool("DEEPINFER_DISABLE_SYNC_GUARD") || sync_each_;
   graphs_enabled_ = env::get_bool("DEEPINFER_CUDA_GRAPHS");
   set_dense_split_target(env::get_int("DEEPINFER_DENSE_SPLIT_TARGET"));
+  int major = 0, minor = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
+        "CUDA backend: compute capability");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ctx_->device()),
+        "CUDA backend: compute capability");
+  wgmma_device_ = moe_wgmma_available(major, minor);
+  set_moe_wgmma(env::get_bool("DEEPINFER_CUDA_WGMMA"));
 }
 
 bool CudaBackend::begin_graph(int64_t key) {
@@ -400,6 +407,13 @@ const cuda::GraphStats* cuda_graph_stats(Backend& backend) {
 
 void set_cuda_graphs(Backend& backend, bool on) {
   if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->set_graphs_enabled(on);
+}
+
+bool set_cuda_moe_wgmma(Backend& backend, bool on) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
+  if (!cuda) return false;
+  cuda->set_moe_wgmma(on);
+  return cuda->moe_wgmma();
 }
 
 }  // namespace deepinfer

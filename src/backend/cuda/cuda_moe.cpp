@@ -47,7 +47,8 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const char* op = "moe_experts";
   const int64_t M = x.dim(0), D = x.dim(1), k = idx.dim(1);
   const int64_t E = experts.w1.dim(0), I = experts.w1.dim(1), R = M * k;
-  const int tile_rows = moe_tile_rows(R, E);
+  const int tile_rows = moe_tile_rows(R, E, moe_wgmma_);
+  const bool wgmma = tile_rows == kMoeWgmmaTileRows;
   const int64_t max_tiles = moe_max_tiles(R, E, tile_rows);
   // plan: offsets [E + 1] | num_tiles | row_token [R] | where [R] | tiles [max_tiles][2]
   std::shared_ptr<void> plan =
@@ -66,14 +67,26 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const auto* w2 = static_cast<const uint16_t*>(experts.w2.data());
   std::shared_ptr<void> act = scratch(static_cast<size_t>(R * I) * sizeof(uint16_t));
   auto* actp = static_cast<uint16_t*>(act.get());
-  check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles,
-                           tile_rows, w1, w3, I, D, limit, actp, ctx_->stream()),
-        op);
-  check(launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, tile_rows, w2, D, I,
-                             static_cast<float*>(y.get()), ctx_->stream()),
-        op);
-  check(launch_moe_combine(static_cast<const float*>(y.get()), where, weights.data_as<float>(), M,
-                           k, D, out.data_as<float>(), ctx_->stream()),
+  auto* yp = static_cast<float*>(y.get());
+  if (wgmma) {
+    // The wgmma tiles stage bf16 rows by cp.async: x is cast once (M rows, not R).
+    std::shared_ptr<void> xb = to_bf16(op, x.data_as<float>(), M * D);
+    check(launch_moe_up_wgmma(static_cast<const uint16_t*>(xb.get()), row_token, offsets, tiles,
+                              num_tiles, max_tiles, w1, w3, I, D, limit, actp, ctx_->stream()),
+          op);
+    check(launch_moe_down_wgmma(actp, offsets, tiles, num_tiles, max_tiles, w2, D, I, yp,
+                                ctx_->stream()),
+          op);
+  } else {
+    check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles,
+                             tile_rows, w1, w3, I, D, limit, actp, ctx_->stream()),
+          op);
+    check(launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, tile_rows, w2, D, I, yp,
+                               ctx_->stream()),
+          op);
+  }
+  check(launch_moe_combine(yp, where, weights.data_as<float>(), M, k, D, out.data_as<float>(),
+                           ctx_->stream()),
         op);
 }
 

@@ -161,7 +161,10 @@ cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int
 // (the same k order, so a row's result does not depend on the shape): moe_tile_rows(R, E) rows
 // per tile, 64 for many rows per expert (prefill), 16 for few (decode: more, narrower blocks
 // with deeper pipelines keep more weight bytes in flight). The plan must use the same value.
-int moe_tile_rows(int64_t R, int64_t E);
+// With wgmma (moe_wgmma_available), prefill-sized batches take kMoeWgmmaTileRows-row tiles and
+// launch_moe_{up,down}_wgmma instead.
+inline constexpr int kMoeWgmmaTileRows = 128;
+int moe_tile_rows(int64_t R, int64_t E, bool wgmma);
 cudaError_t launch_moe_up_gemm(const float* x, const int32_t* row_token, const int32_t* offsets,
                                const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
                                int tile_rows, const uint16_t* w1, const uint16_t* w3, int64_t I,
@@ -170,6 +173,18 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
                                  const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
                                  const uint16_t* w2, int64_t D, int64_t I, float* y,
                                  cudaStream_t stream);
+// The same two GEMMs on Hopper's warpgroup MMA (kernels_expert_wgmma.cu) over a plan of
+// kMoeWgmmaTileRows-row tiles, with x already bf16 ([*, D], D % 8 == 0, I % 8 == 0, 16-byte
+// aligned rows): the same arithmetic per output as the mma.sync tiles. Only for devices where
+// moe_wgmma_available(major, minor) (sm_90: the kernels are built for sm_90a).
+bool moe_wgmma_available(int sm_major, int sm_minor);
+cudaError_t launch_moe_up_wgmma(const uint16_t* x, const int32_t* row_token, const int32_t* offsets,
+                                const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
+                                const uint16_t* w1, const uint16_t* w3, int64_t I, int64_t D,
+                                float limit, uint16_t* act, cudaStream_t stream);
+cudaError_t launch_moe_down_wgmma(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
+                                  const int32_t* num_tiles, int64_t max_tiles, const uint16_t* w2,
+                                  int64_t D, int64_t I, float* y, cudaStream_t stream);
 // Dense bf16 products of decode-sized batches on the same tensor-core tiles:
 // out_b[M, N] (+)= x_b[M, K] (bf16) w_b[N, K]^T for b < batch (element
 // strides sx / sw / so; leading dimensions ldx / ldw / ldo). Every output sums its 16-wide k

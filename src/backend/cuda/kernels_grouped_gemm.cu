@@ -452,9 +452,10 @@ cudaError_t launch_shape(const GroupedArgs& a, int64_t max_tiles, int tile_rows,
 
 }  // namespace
 
-int moe_tile_rows(int64_t R, int64_t E) {
+int moe_tile_rows(int64_t R, int64_t E, bool wgmma) {
   // Up to 8 rows per expert on average (decode batches; prefill has hundreds): narrow tiles.
-  return R <= 8 * E ? Narrow::BM : Wide::BM;
+  if (R <= 8 * E) return Narrow::BM;
+  return wgmma ? kMoeWgmmaTileRows : Wide::BM;
 }
 
 int64_t moe_max_tiles(int64_t R, int64_t E, int tile_rows) {

@@ -1,0 +1,95 @@
+// Thin wrappers over Hopper's warpgroup MMA PTX (wgmma, sm_90a only; C++17, nvcc only): shared
+// memory matrix descriptors for the 128-byte swizzled K-major tiles the expert GEMM stages, the
+// m64n256k16 bf16 MMA with fp32 accumulation, and the fences and group waits around it. Outside
+// sm_90a every wrapper compiles to nothing (DI_HAVE_WGMMA is 0): callers check it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DI_HAVE_WGMMA 1
+#else
+#define DI_HAVE_WGMMA 0
+#endif
+
+namespace deepinfer::cuda {
+
+// A K-major tile whose rows are 128 bytes (64 bf16) and whose 16-byte chunks are swizzled by
+// the row within each 8-row, 1024-byte atom (chunk c of row r at c ^ (r % 8)); `addr` is the
+// shared-memory address of the first row's k offset (atom-aligned tile + 32 bytes per k16 step).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4)  // start address
+         | (uint64_t{1} << 16)                         // leading byte offset (unused when swizzled)
+         | (uint64_t{1024 >> 4} << 32)                 // stride byte offset: one 8-row atom
+         | (uint64_t{1} << 62);                        // 128-byte swizzle
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if DI_HAVE_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+#if DI_HAVE_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#if DI_HAVE_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// Generic-proxy writes to shared memory (cp.async, st.shared) made visible to the async proxy
+// that wgmma reads its operands through.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+#if DI_HAVE_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// Keeps the compiler from moving accumulator reads or writes across a wgmma still in flight.
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define DI_ACC8(i)                                                                            \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+
+// d[64 x 256] += a[64 x 16] b[256 x 16]^T for the warpgroup (both K-major in shared memory).
+// Thread t of warp w holds rows 16 w + t / 4 (+ 8) and columns 8 j + 2 (t % 4) (+ 1) in
+// d[4 j + {0, 1, 2, 3}], as mma.sync's m16n8 accumulators repeated over 32 column blocks.
+__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t a_desc,
+                                                      uint64_t b_desc) {
+#if DI_HAVE_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127}, "
+      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      : DI_ACC8(0), DI_ACC8(8), DI_ACC8(16), DI_ACC8(24), DI_ACC8(32), DI_ACC8(40), DI_ACC8(48),
+        DI_ACC8(56), DI_ACC8(64), DI_ACC8(72), DI_ACC8(80), DI_ACC8(88), DI_ACC8(96), DI_ACC8(104),
+        DI_ACC8(112), DI_ACC8(120)
+      : "l"(a_desc), "l"(b_desc), "r"(1));
+#endif
+}
+
+#undef DI_ACC8
+
+}  // namespace deepinfer::cuda
