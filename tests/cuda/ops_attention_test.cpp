@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
 namespace deepinfer::cudatest {
@@ -81,6 +82,47 @@ TEST_F(Attn, AttentionMatchesCpu) {
                    dvis.view(), to_dev(*gpu, sinks), scale, out);
     EXPECT_LE(rel_err(to_host(*gpu, out), ref), kTolAttention)
         << "M " << c.M << " H " << c.H << " hd " << c.hd << " P " << c.P << " E " << c.E;
+  }
+}
+
+// Prefill-sized calls (1100 queries of 64 heads) run blocks of two 16-head groups: their rows are
+// bitwise what a 200-row call gives them (one group per block; both many enough not to split
+// keys), and match the CPU (hd 64; 512 is the V4-Flash shape, GPU only: the CPU reference would
+// take minutes).
+TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
+  SEED_TRACE();
+  const int64_t M = 1100, H = 64, window = 128, E = 300, K = 64, S = 200;
+  const int sms = cuda::list_devices().at(0).multiprocessors;
+  ASSERT_EQ(2, cuda::attention_groups_per_block(M, H, sms));
+  ASSERT_EQ(1, cuda::attention_groups_per_block(S, H, sms));
+  ASSERT_EQ(1, cuda::attention_splits(S, H, window + K, sms));
+  for (int64_t hd : {64, 512}) {
+    Rng rng;
+    const Tensor q = rand_host(rng, {M, H, hd}), win = rand_host(rng, {M, hd});
+    const Tensor comp = rand_host(rng, {E, hd}), sinks = rand_host(rng, {H}, -2.f, 2.f);
+    std::vector<int32_t> v(M * K);
+    for (auto& e : v) e = static_cast<int32_t>(rng.integer(-1, E - 1));
+    const Tensor idx = i32_host(v, {M, K});
+    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+    Tensor dq = to_dev(*gpu, q), dwin = to_dev(*gpu, win), dcomp = to_dev(*gpu, comp);
+    Tensor didx = to_dev(*gpu, idx), dsinks = to_dev(*gpu, sinks);
+    Tensor out = dev_poisoned(*gpu, {M, H, hd});
+    gpu->attention(dq, dwin, window, dcomp, didx, TensorView(), dsinks, scale, out);
+    const Tensor got = to_host(*gpu, out);
+    if (hd == 64) {
+      Tensor ref = host({M, H, hd});
+      cpu->attention(q, win, window, comp, idx, TensorView(), sinks, scale, ref);
+      EXPECT_LE(rel_err(got, ref), kTolAttention) << "hd " << hd;
+    }
+    for (int64_t r0 : {int64_t{0}, int64_t{450}, M - S}) {
+      // Rows [r0, r0 + S) after r0 rows of context: window rows win[0, r0 + S).
+      Tensor part = dev_poisoned(*gpu, {S, H, hd});
+      gpu->attention(dq.view().slice_rows(r0, r0 + S), dwin.view().slice_rows(0, r0 + S), window,
+                     dcomp, didx.view().slice_rows(r0, r0 + S), TensorView(), dsinks, scale, part);
+      EXPECT_EQ(0, std::memcmp(to_host(*gpu, part).data_as<float>(),
+                               got.data_as<float>() + r0 * H * hd, S * H * hd * sizeof(float)))
+          << "hd " << hd << ": rows from " << r0 << " differ from theirs in the full call";
+    }
   }
 }
 

@@ -281,7 +281,14 @@ HcInputs hc_inputs(Rng& rng, int64_t M, int64_t hc, int64_t D, int64_t nmix) {
 TEST_F(Ops, HcPrePostHeadMatchCpu) {
   SEED_TRACE();
   for (auto [M, hc, D] : std::vector<std::array<int64_t, 3>>{
-           {1, 4, 64}, {5, 4, 200}, {33, 2, 96}, {3, 4, 4096}, {37, 4, 4096}, {3, 6, 64}}) {
+           {1, 4, 64},
+           {5, 4, 200},
+           {33, 2, 96},
+           {3, 4, 4096},
+           {37, 4, 4096},
+           {3, 6, 64},
+           {300, 4, 4096},  // prefill-sized: 128-row mixing blocks, a partial last one
+           {260, 2, 200}}) {
     Rng rng;
     const int64_t nmix = (2 + hc) * hc;
     const HcInputs in = hc_inputs(rng, M, hc, D, nmix);
@@ -320,6 +327,14 @@ TEST_F(Ops, HcPrePostHeadMatchCpu) {
     gpu->hc_head(to_dev(*gpu, head.X), to_dev(*gpu, head.fn), to_dev(*gpu, head.base),
                  to_dev(*gpu, head.scale), 1e-6f, 1e-6f, h);
     EXPECT_LE(rel_err(to_host(*gpu, h), rh), kTolF32) << "hc_head";
+    if (M > 1) {
+      Tensor h1 = dev_poisoned(*gpu, {1, D});
+      gpu->hc_head(to_dev(*gpu, head.X).view().slice_rows(M - 1, M), to_dev(*gpu, head.fn),
+                   to_dev(*gpu, head.base), to_dev(*gpu, head.scale), 1e-6f, 1e-6f, h1);
+      const Tensor all = to_host(*gpu, h), one = to_host(*gpu, h1);
+      EXPECT_EQ(0, std::memcmp(all.data_as<float>() + (M - 1) * D, one.data_as<float>(), D * 4))
+          << "hc_head row " << M - 1 << " alone vs in a batch of " << M;
+    }
   }
 }
 

@@ -122,7 +122,9 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   // One descriptor per query row: its sequence's keys, and its key splits, chosen from that
   // sequence alone (the most keys any of its rows can see: the exact counts are on the device).
   std::vector<AttnRow> rows(static_cast<size_t>(M));
-  const int64_t groups = (H + kAttnHeadsPerBlock - 1) / kAttnHeadsPerBlock;
+  const int groups_per_block = attention_groups_per_block(M, H, ctx_->num_sms());
+  const int64_t heads_per_block = kAttnHeadsPerBlock * groups_per_block;
+  const int64_t groups = (H + heads_per_block - 1) / heads_per_block;  // blocks per row and split
   int64_t Kmax = 0, Emax = 0, blocks = 0, part_rows = 0;
   int first_splits = 0;
   bool uniform = true;  // every segment chose the same splits
@@ -202,8 +204,8 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   const int64_t slots = part_rows * H;
   std::shared_ptr<void> workspace;
   if (slots > 0) workspace = scratch(static_cast<size_t>(slots * (hd + 2)) * sizeof(float));
-  check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, blocks, uniform, slots > 0, window,
-                         list, count, Kmax, sinks.data_as<float>(), scale,
+  check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, groups_per_block, blocks, uniform,
+                         slots > 0, window, list, count, Kmax, sinks.data_as<float>(), scale,
                          static_cast<float*>(workspace.get()), slots, out.data_as<float>(),
                          ctx_->error_word(), ctx_->stream()),
         op);

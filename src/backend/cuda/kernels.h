@@ -99,17 +99,22 @@ inline constexpr int kAttnHeadsPerBlock = 16;
 // Key splits for M queries of H heads with at most max_keys keys each: enough blocks to fill the
 // device (flash decoding), 1 when the queries alone do.
 int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
-// Blocks of (query, 16 heads, key split) on tensor cores (fp16 hi/lo operands, fp32
-// accumulation), `blocks` in all (the rows' groups * splits; rows_uniform: every row has the
+// Blocks of (query, 16 x groups_per_block heads, key split) on tensor cores (fp16 hi/lo operands,
+// fp32 accumulation), `blocks` in all (the rows' groups * splits; rows_uniform: every row has the
 // same splits, so row m's blocks start at m * blocks / M). Query m's keys: its window rows,
 // then its compressed entries: the deduplicated list (list row m, count[m]) when rows[m].idx is
 // set, else the prefix comp[0, *visible), else none. workspace: (hd + 2) floats per partial slot
 // (H per unit of part_off), when any row has splits > 1.
+// groups_per_block (1 or 2, attention_groups_per_block): 16-head groups one block serves, each
+// row's blocks then ceil(H / (16 groups_per_block)) * splits; a head's result is the same either
+// way.
+int attention_groups_per_block(int64_t M, int64_t H, int num_sms);
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
-                             int64_t blocks, bool rows_uniform, bool any_split, int64_t window,
-                             const int32_t* list, const int32_t* count, int64_t Kmax,
-                             const float* sinks, float scale, float* workspace,
-                             int64_t partial_slots, float* out, int32_t* err, cudaStream_t stream);
+                             int groups_per_block, int64_t blocks, bool rows_uniform,
+                             bool any_split, int64_t window, const int32_t* list,
+                             const int32_t* count, int64_t Kmax, const float* sinks, float scale,
+                             float* workspace, int64_t partial_slots, float* out, int32_t* err,
+                             cudaStream_t stream);
 // scores[m, e] = scale * sum_h w[m, h] * relu(dots[m, h, e]) for e < visible[m], else -inf.
 // dots [M, nh, E] are the per-head q . k products (a GEMM).
 cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,

@@ -1,10 +1,13 @@
 // Shared-KV attention with sinks, flash-decoding style. All heads of a query share its keys (V4's
-// single K=V head), so one block serves 16 heads of one query: it stages a chunk of 32 keys once
-// in shared memory as fp16 and runs S = Q K^T and O += P V on tensor cores (mma.sync m16n8k16,
-// fp32 accumulation) with the online softmax in registers. The 4 warps split the head dim: each
-// computes a partial S over its quarter of the dims (summed through shared memory) and owns that
-// quarter of O. Blocks are (query, head group, key split); splits write unnormalised partials
-// (O, running max, running sum) that a second kernel merges together with the sinks.
+// single K=V head), so one block serves G groups of 16 heads of one query: it stages a chunk of
+// 32 keys once in shared memory as fp16 and runs S = Q K^T and O += P V on tensor cores
+// (mma.sync m16n8k16, fp32 accumulation) with the online softmax in registers. 4 warps per head
+// group split the head dim: each computes a partial S over its quarter of the dims (summed
+// through shared memory) and owns that quarter of O. Blocks are (query, G head groups, key
+// split); splits write unnormalised partials (O, running max, running sum) that a second kernel
+// merges together with the sinks. G = 2 (prefill: blocks enough) stages each key once for 32
+// heads, halving the L2 -> shared traffic that bounds the kernel there; a head's arithmetic is
+// the same for any G.
 // Precision: every operand is split into two fp16 halves, x = hi + lo (lo = fp16(x - hi)), and
 // each product takes three mma (hi*hi + hi*lo + lo*hi), about 21 bits of mantissa: scores and
 // outputs as accurate as fp32 math to the softmax's needs. One fp16 operand alone (10 bits) was
@@ -21,9 +24,8 @@ namespace {
 constexpr int kHeads = kAttnHeadsPerBlock;  // heads per block (the mma M)
 constexpr int kChunk = 32;                  // keys per chunk
 constexpr int64_t kMinKeysPerSplit = 4 * kChunk;
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kPad = 8;  // fp16 row padding: rows 16 bytes apart in the banks (ldmatrix)
+constexpr int kWarps = 4;  // per head group
+constexpr int kPad = 8;    // fp16 row padding: rows 16 bytes apart in the banks (ldmatrix)
 
 __device__ __forceinline__ __half to_half_sat(float v) {
   return __float2half_rn(fminf(fmaxf(v, -65504.f), 65504.f));
@@ -102,16 +104,18 @@ __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
   return lo;
 }
 
-// Grid: per row, (head group g) x (split s) blocks; keys [j0, j1) of the query's key set. NT =
-// 8-dim output tiles per warp: the padded head dim is hdp = 32 * NT (each warp owns 8 * NT dims).
-template <int NT>
-__global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p) {
+// Grid: per row, (block of G head groups g) x (split s) blocks; keys [j0, j1) of the query's key
+// set. NT = 8-dim output tiles per warp: the padded head dim is hdp = 32 * NT (each warp owns
+// 8 * NT dims).
+template <int NT, int G>
+__global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnParams p) {
+  constexpr int kThreads = kWarps * 32 * G, kBlockHeads = kHeads * G;
   constexpr int hdp = 32 * NT, ld = hdp + kPad, wdims = 8 * NT;
   extern __shared__ __align__(16) unsigned char smem[];
-  __half* qs = reinterpret_cast<__half*>(smem);                // [2][16][ld]: hi, lo
-  __half* ks = qs + 2 * kHeads * ld;                           // [2][32][ld]: hi, lo
+  __half* qs = reinterpret_cast<__half*>(smem);                // [2][16 G][ld]: hi, lo
+  __half* ks = qs + 2 * kBlockHeads * ld;                      // [2][32][ld]: hi, lo
   float* sp = reinterpret_cast<float*>(ks + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
-  const float** kptr = reinterpret_cast<const float**>(sp + kWarps * 16 * 32);  // [32]
+  const float** kptr = reinterpret_cast<const float**>(sp + G * kWarps * 16 * 32);  // [32]
 
   const int64_t m =
       p.blocks_per_row > 0 ? blockIdx.x / p.blocks_per_row : row_of_block(p.rows, p.M, blockIdx.x);
@@ -119,9 +123,11 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
   const int splits = row.splits;
   const int64_t local = blockIdx.x - row.first_block;
   const int64_t split = local % splits, g = local / splits;
-  const int64_t h0 = g * kHeads, hd = p.hd;
+  const int64_t hd = p.hd;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int gr = lane >> 2, tq = lane & 3;  // mma fragment row / column pair
+  const int hg = warp / kWarps, wq = warp % kWarps;  // head group in the block, dim quarter
+  const int64_t h0 = g * kBlockHeads;                // the block's first head
+  const int gr = lane >> 2, tq = lane & 3;           // mma fragment row / column pair
 
   const KeySet keys = key_set(m, hd, row, p.window, p.list, p.count, p.Kmax,
                               g == 0 && split == 0 && threadIdx.x == 0, p.err);
@@ -135,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
   // before the stores (a dependent chain here cost more than the whole chunk loop at decode).
   const bool q_vec4 = (hd & 3) == 0 && (reinterpret_cast<uintptr_t>(p.q) & 15) == 0;
 #pragma unroll
-  for (int it = 0; it < kHeads * hdp / 4 / kThreads; ++it) {
+  for (int it = 0; it < kBlockHeads * hdp / 4 / kThreads; ++it) {
     const int i = threadIdx.x + it * kThreads;
     const int r = i / (hdp / 4), d = (i % (hdp / 4)) * 4;
     const int64_t h = h0 + r;
@@ -161,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
     }
     *reinterpret_cast<uint2*>(qs + r * ld + d) =
         make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
-    *reinterpret_cast<uint2*>(qs + (kHeads + r) * ld + d) =
+    *reinterpret_cast<uint2*>(qs + (kBlockHeads + r) * ld + d) =
         make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
   }
 
@@ -173,6 +179,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
   // Staging map: each thread copies 4 columns of every rstep-th key row.
   constexpr int per_row = hdp / 4, rstep = kThreads / per_row;
   constexpr int kRowsPerThread = kChunk / rstep;
+  static_assert(rstep >= 1 && kRowsPerThread >= 1, "the threads cover a chunk's rows");
   constexpr int kStageBatch = kRowsPerThread < 16 ? kRowsPerThread : 16;
   static_assert(kRowsPerThread % kStageBatch == 0, "staging batches cover the chunk");
   const int col4 = threadIdx.x % per_row, row0 = threadIdx.x / per_row;
@@ -229,11 +236,11 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
     const int mat = lane >> 3, mrow = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < wdims / 16; ++kk) {
-      const int d0 = warp * wdims + kk * 16;
+      const int d0 = wq * wdims + kk * 16;
       uint32_t a[4], al[4];
-      const int qoff = (mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
+      const int qoff = (hg * kHeads + mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
       ldmatrix_x4(a, qs + qoff);
-      ldmatrix_x4(al, qs + kHeads * ld + qoff);
+      ldmatrix_x4(al, qs + kBlockHeads * ld + qoff);
 #pragma unroll
       for (int nt = 0; nt < 4; nt += 2) {
         uint32_t b[4], bl[4];  // key tiles nt, nt + 1
@@ -259,7 +266,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
       for (int i = 0; i < 4; ++i) {
         float v = 0.f;
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) v += sp[(w * 16 + t * 4 + i) * 32 + lane];
+        for (int w = 0; w < kWarps; ++w) v += sp[((hg * kWarps + w) * 16 + t * 4 + i) * 32 + lane];
         const int key = t * 8 + tq * 2 + (i & 1);
         s[t][i] = key < cn ? v * p.scale : neg_inf();
       }
@@ -311,7 +318,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
 #pragma unroll
       for (int t = 0; t < NT; t += 2) {
         uint32_t b[4], bl[4];  // dim tiles t, t + 1
-        const int d0 = warp * wdims + t * 8;
+        const int d0 = wq * wdims + t * 8;
         const int voff = (kk * 16 + mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
         ldmatrix_x4_trans(b, ks + voff);
         ldmatrix_x4_trans(bl, ks + kChunk * ld + voff);
@@ -328,7 +335,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
   // Rows gr, gr + 8 = heads h0 + gr, h0 + gr + 8; columns 2 tq, 2 tq + 1 of each dim tile.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int64_t h = h0 + gr + 8 * r;
+    const int64_t h = h0 + hg * kHeads + gr + 8 * r;
     if (h >= p.H) continue;
     float w = 1.f, den = 1.f;
     if (splits == 1) {
@@ -343,10 +350,10 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(AttnParams p)
     for (int t = 0; t < NT; ++t)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int64_t d = warp * wdims + t * 8 + tq * 2 + i;
+        const int64_t d = wq * wdims + t * 8 + tq * 2 + i;
         if (d < hd) dst[d] = o[t][2 * r + i] * mul;
       }
-    if (splits > 1 && warp == 0 && tq == 0) {
+    if (splits > 1 && wq == 0 && tq == 0) {
       float* ml = p.part_ml + slot * 2;
       ml[0] = run_max[r];
       ml[1] = run_sum[r];
@@ -378,20 +385,34 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
   }
 }
 
-template <int NT>
-cudaError_t launch_nt(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
+template <int NT, int G>
+cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
   constexpr int ld = 32 * NT + kPad;
-  constexpr size_t bytes = 2 * (kHeads + kChunk) * ld * sizeof(__half) + kWarps * 16 * 32 * 4 +
-                           kChunk * sizeof(const float*);
+  constexpr size_t bytes = 2 * (kHeads * G + kChunk) * ld * sizeof(__half) +
+                           G * kWarps * 16 * 32 * 4 + kChunk * sizeof(const float*);
   static const cudaError_t attr =
-      cudaFuncSetAttribute(flash_attention_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes));
+      cudaFuncSetAttribute(flash_attention_kernel<NT, G>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (attr != cudaSuccess) return attr;
-  flash_attention_kernel<NT><<<blocks, kThreads, bytes, stream>>>(p);
+  flash_attention_kernel<NT, G><<<blocks, kWarps * 32 * G, bytes, stream>>>(p);
   return cudaGetLastError();
 }
 
+template <int NT>
+cudaError_t launch_nt(const AttnParams& p, int groups_per_block, unsigned blocks,
+                      cudaStream_t stream) {
+  return groups_per_block == 2 ? launch_nt_g<NT, 2>(p, blocks, stream)
+                               : launch_nt_g<NT, 1>(p, blocks, stream);
+}
+
 }  // namespace
+
+int attention_groups_per_block(int64_t M, int64_t H, int num_sms) {
+  const int64_t groups = (H + kHeads - 1) / kHeads;
+  // Pairs where there are 16 blocks per SM or more even so (prefill).
+  return groups >= 2 && M * groups >= 32 * static_cast<int64_t>(num_sms > 0 ? num_sms : 132) ? 2
+                                                                                             : 1;
+}
 
 int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
   const int64_t groups = (H + kHeads - 1) / kHeads;
@@ -409,14 +430,16 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
 }
 
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
-                             int64_t blocks, bool rows_uniform, bool any_split, int64_t window,
-                             const int32_t* list, const int32_t* count, int64_t Kmax,
-                             const float* sinks, float scale, float* workspace,
-                             int64_t partial_slots, float* out, int32_t* err, cudaStream_t stream) {
+                             int groups_per_block, int64_t blocks, bool rows_uniform,
+                             bool any_split, int64_t window, const int32_t* list,
+                             const int32_t* count, int64_t Kmax, const float* sinks, float scale,
+                             float* workspace, int64_t partial_slots, float* out, int32_t* err,
+                             cudaStream_t stream) {
   if (M <= 0 || H <= 0) return cudaSuccess;
-  const int64_t groups = (H + kHeads - 1) / kHeads;
-  if (hd < 1 || hd > kMaxAttnHeadDim || blocks < M * groups || blocks > 0x7fffffff ||
-      M * H > 0x7fffffff)
+  const int64_t groups =
+      (H + kHeads * groups_per_block - 1) / (kHeads * groups_per_block);  // per row and split
+  if (hd < 1 || hd > kMaxAttnHeadDim || (groups_per_block != 1 && groups_per_block != 2) ||
+      blocks < M * groups || blocks > 0x7fffffff || M * H > 0x7fffffff)
     return cudaErrorInvalidValue;
   if (any_split && !workspace) return cudaErrorInvalidValue;
   const int64_t blocks_per_row = rows_uniform && blocks % M == 0 ? blocks / M : 0;
@@ -432,13 +455,13 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)
-    e = launch_nt<2>(p, nblocks, stream);
+    e = launch_nt<2>(p, groups_per_block, nblocks, stream);
   else if (hd <= 128)
-    e = launch_nt<4>(p, nblocks, stream);
+    e = launch_nt<4>(p, groups_per_block, nblocks, stream);
   else if (hd <= 256)
-    e = launch_nt<8>(p, nblocks, stream);
+    e = launch_nt<8>(p, groups_per_block, nblocks, stream);
   else
-    e = launch_nt<16>(p, nblocks, stream);
+    e = launch_nt<16>(p, groups_per_block, nblocks, stream);
   if (e != cudaSuccess || !any_split) return e;
   flash_attention_merge_kernel<<<static_cast<unsigned>(M * H), 128, 0, stream>>>(
       rows, p.part_o, p.part_ml, hd, sinks, H, out);

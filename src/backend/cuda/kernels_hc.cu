@@ -17,24 +17,30 @@ constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 // products with every fn row and (last slot) its partial sum of squares. A row's numbers depend
 // only on that row (same chunking and summation order at any M): batch invariant.
 constexpr int kMixChunk = 128;  // row elements per chunk
-constexpr int kMixRows = 16;    // rows per block
 
-__global__ void hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, const float* fn,
-                                      int nmix, float* partial) {
+// Block (kRows rows, chunk): each thread computes kRowsPerThread rows x kMixPerThread fn rows
+// (or, one task per row group, the sums of squares), sequential FMA chains over the chunk. The
+// decode shape (16 rows, 4 x 1) keeps many small blocks; the prefill shape (128 rows, 4 x 4)
+// needs 0.4 shared loads per FMA instead of 1.25, the decode shape's limit at thousands of rows.
+// Every output is the same chain in both, so the bits are too.
+template <int kRows, int kRowsPerThread, int kMixPerThread>
+__global__ void __launch_bounds__(kThreads)
+    hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
+                          float* partial) {
   // Rows and fn's rows of the chunk in shared memory, padded by one float so that the threads
   // of a warp (different rows / fn rows, same column) hit different banks.
   extern __shared__ float sm[];
   constexpr int ld = kMixChunk + 1;
-  float* xs = sm;                  // [kMixRows][ld]
-  float* fs = sm + kMixRows * ld;  // [nmix][ld]
-  const int64_t r0 = int64_t{blockIdx.x} * kMixRows;
+  float* xs = sm;               // [kRows][ld]
+  float* fs = sm + kRows * ld;  // [nmix][ld]
+  const int64_t r0 = int64_t{blockIdx.x} * kRows;
   const int64_t c0 = int64_t{blockIdx.y} * kMixChunk;
-  const int rows = static_cast<int>(M - r0 < kMixRows ? M - r0 : kMixRows);
+  const int rows = static_cast<int>(M - r0 < kRows ? M - r0 : kRows);
   const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
   // Staged in batches whose loads (non-coherent, so they cannot alias the shared stores) all
   // issue before the batch's stores: loads interleaved with stores went one round trip each.
   constexpr int kBatch = 8;
-  const int total = (kMixRows + nmix) * kMixChunk;
+  const int total = (kRows + nmix) * kMixChunk;
   for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
     float v[kBatch];
 #pragma unroll
@@ -42,10 +48,10 @@ __global__ void hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, cons
       const int i = i0 + u * kThreads + threadIdx.x, r = i / kMixChunk, k = i % kMixChunk;
       v[u] = 0.f;
       if (i < total && k < len) {
-        if (r < kMixRows) {
+        if (r < kRows) {
           if (r < rows) v[u] = __ldg(X + (r0 + r) * W + c0 + k);
         } else {
-          v[u] = __ldg(fn + (r - kMixRows) * W + c0 + k);
+          v[u] = __ldg(fn + (r - kRows) * W + c0 + k);
         }
       }
     }
@@ -56,34 +62,52 @@ __global__ void hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, cons
     }
   }
   __syncthreads();
-  // One thread per (4 rows, mix): sequential dots over the chunk (the last mix slot is the sum
-  // of squares), one fn load serving 4 rows; a row's partials never depend on the block's other
-  // rows (same chain of FMAs for any M).
+  // Tasks: (row group, mix group), the last mix group the sums of squares (slot nmix). A row's
+  // partials never depend on the block's other rows (same chain of FMAs for any M).
   const int64_t nchunks = gridDim.y;
-  constexpr int kRowsPerThread = 4;
-  constexpr int kGroups = kMixRows / kRowsPerThread;
-  for (int t = threadIdx.x; t < kGroups * (nmix + 1); t += blockDim.x) {
-    const int g = t % kGroups, j = t / kGroups, rbase = g * kRowsPerThread;
+  constexpr int kGroups = kRows / kRowsPerThread;
+  const int mix_groups = (nmix + kMixPerThread - 1) / kMixPerThread;
+  for (int t = threadIdx.x; t < kGroups * (mix_groups + 1); t += blockDim.x) {
+    const int g = t % kGroups, mg = t / kGroups, rbase = g * kRowsPerThread;
     if (rbase >= rows) continue;
     const float* x = xs + rbase * ld;
-    float acc[kRowsPerThread] = {0.f, 0.f, 0.f, 0.f};
-    if (j < nmix) {
-      const float* f = fs + j * ld;
-      for (int k = 0; k < kMixChunk; ++k) {
-        const float fk = f[k];
+    float acc[kRowsPerThread][kMixPerThread];
 #pragma unroll
-        for (int i = 0; i < kRowsPerThread; ++i) acc[i] = fmaf(x[i * ld + k], fk, acc[i]);
+    for (int i = 0; i < kRowsPerThread; ++i)
+#pragma unroll
+      for (int c = 0; c < kMixPerThread; ++c) acc[i][c] = 0.f;
+    int j0 = nmix, nj = 1;
+    if (mg < mix_groups) {
+      j0 = mg * kMixPerThread;
+      nj = nmix - j0 < kMixPerThread ? nmix - j0 : kMixPerThread;
+      const float* f[kMixPerThread];
+#pragma unroll
+      for (int c = 0; c < kMixPerThread; ++c) f[c] = fs + (c < nj ? j0 + c : j0) * ld;
+      for (int k = 0; k < kMixChunk; ++k) {
+        float xv[kRowsPerThread], fv[kMixPerThread];
+#pragma unroll
+        for (int i = 0; i < kRowsPerThread; ++i) xv[i] = x[i * ld + k];
+#pragma unroll
+        for (int c = 0; c < kMixPerThread; ++c) fv[c] = f[c][k];
+#pragma unroll
+        for (int i = 0; i < kRowsPerThread; ++i)
+#pragma unroll
+          for (int c = 0; c < kMixPerThread; ++c) acc[i][c] = fmaf(xv[i], fv[c], acc[i][c]);
       }
     } else {
       for (int k = 0; k < kMixChunk; ++k)
 #pragma unroll
         for (int i = 0; i < kRowsPerThread; ++i) {
           const float v = x[i * ld + k];
-          acc[i] = fmaf(v, v, acc[i]);
+          acc[i][0] = fmaf(v, v, acc[i][0]);
         }
     }
-    for (int i = 0; i < kRowsPerThread && rbase + i < rows; ++i)
-      partial[((r0 + rbase + i) * nchunks + blockIdx.y) * (nmix + 1) + j] = acc[i];
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i)
+#pragma unroll
+      for (int c = 0; c < kMixPerThread; ++c)
+        if (rbase + i < rows && c < nj)
+          partial[((r0 + rbase + i) * nchunks + blockIdx.y) * (nmix + 1) + j0 + c] = acc[i][c];
   }
 }
 
@@ -312,19 +336,30 @@ unsigned collapse_parts(int64_t M, int64_t D) {
   return static_cast<unsigned>(parts < 1 ? 1 : (parts > 64 ? 64 : parts));
 }
 
+template <int kRows, int kRowsPerThread, int kMixPerThread>
+cudaError_t launch_mix_shape(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
+                             float* partial, int64_t chunks, cudaStream_t stream) {
+  const int64_t tiles = (M + kRows - 1) / kRows;
+  if (tiles > INT_MAX) return cudaErrorInvalidValue;
+  auto* kernel = hc_mix_partial_kernel<kRows, kRowsPerThread, kMixPerThread>;
+  const size_t smem = static_cast<size_t>(kRows + nmix) * (kMixChunk + 1) * sizeof(float);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           (kRows + kMaxMix) * (kMixChunk + 1) * static_cast<int>(sizeof(float)));
+  if (attr != cudaSuccess) return attr;
+  kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)), kThreads, smem,
+           stream>>>(X, M, W, fn, nmix, partial);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
                                float* partial, int* nchunks, cudaStream_t stream) {
-  const int64_t chunks = (W + kMixChunk - 1) / kMixChunk, tiles = (M + kMixRows - 1) / kMixRows;
-  if (chunks > 65535 || tiles > INT_MAX) return cudaErrorInvalidValue;
+  const int64_t chunks = (W + kMixChunk - 1) / kMixChunk;
+  if (chunks > 65535) return cudaErrorInvalidValue;
   *nchunks = static_cast<int>(chunks);
-  const size_t smem = static_cast<size_t>(kMixRows + nmix) * (kMixChunk + 1) * sizeof(float);
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      hc_mix_partial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      (kMixRows + kMaxMix) * (kMixChunk + 1) * static_cast<int>(sizeof(float)));
-  if (attr != cudaSuccess) return attr;
-  hc_mix_partial_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)),
-                          kThreads, smem, stream>>>(X, M, W, fn, nmix, partial);
-  return cudaGetLastError();
+  // Up to a decode batch's rows: small blocks, so a few rows still spread over the device.
+  if (M <= 256) return launch_mix_shape<16, 4, 1>(X, M, W, fn, nmix, partial, chunks, stream);
+  return launch_mix_shape<128, 4, 4>(X, M, W, fn, nmix, partial, chunks, stream);
 }
 
 }  // namespace
