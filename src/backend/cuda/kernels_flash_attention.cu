@@ -115,7 +115,8 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
   __half* qs = reinterpret_cast<__half*>(smem);                // [2][16 G][ld]: hi, lo
   __half* ks = qs + 2 * kBlockHeads * ld;                      // [2][32][ld]: hi, lo
   float* sp = reinterpret_cast<float*>(ks + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
-  const float** kptr = reinterpret_cast<const float**>(sp + G * kWarps * 16 * 32);  // [32]
+  const float** kptr = reinterpret_cast<const float**>(sp + G * kWarps * 16 * 32);  // [2][32]
+  float* raw = reinterpret_cast<float*>(kptr + 2 * kChunk);  // G == 2: [32][hdp] fp32 keys
 
   const int64_t m =
       p.blocks_per_row > 0 ? blockIdx.x / p.blocks_per_row : row_of_block(p.rows, p.M, blockIdx.x);
@@ -184,50 +185,113 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
   static_assert(kRowsPerThread % kStageBatch == 0, "staging batches cover the chunk");
   const int col4 = threadIdx.x % per_row, row0 = threadIdx.x / per_row;
 
-  for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
+  // G == 2 with 16-byte key rows: the next chunk's fp32 keys stream into `raw` by cp.async while
+  // this one computes, and the key list entries for the chunk after are loaded a chunk ahead
+  // (warp 0), so no global round trip sits between two chunks' tensor-core work. The same values
+  // reach ks either way.
+  const bool pipe = G == 2 && vec4;
+  const int d4 = col4 * 4;
+  int32_t next_entry = 0;  // warp 0, pipe: list entry of key row c0 + 2 * kChunk + lane
+  auto issue_chunk = [&](int buf) {
+#pragma unroll
+    for (int u = 0; u < kRowsPerThread; ++u) {
+      const int j = row0 + u * rstep;
+      const float* kr = kptr[buf * kChunk + j];
+      cp_async16(raw + j * hdp + d4, kr && d4 < hd ? kr + d4 : p.q, kr && d4 < hd);
+    }
+    cp_async_commit();
+  };
+  auto load_entry = [&](int64_t j) {
+    return j < j1 && j >= keys.nw && keys.list ? keys.list[j - keys.nw] : 0;
+  };
+  auto row_ptr = [&](int64_t j, int32_t entry) -> const float* {
+    if (j >= j1) return nullptr;
+    if (j < keys.nw) return keys.win + (keys.lo + j) * hd;
+    return keys.comp + (keys.list ? int64_t{entry} : j - keys.nw) * hd;
+  };
+  if (pipe && j0 < j1) {
+    if (threadIdx.x < kChunk) {
+      kptr[threadIdx.x] = row_ptr(j0 + threadIdx.x, load_entry(j0 + threadIdx.x));
+      next_entry = load_entry(j0 + kChunk + threadIdx.x);
+    }
+    __syncthreads();
+    issue_chunk(0);
+  }
+
+  int it = 0;
+  for (int64_t c0 = j0; c0 < j1; c0 += kChunk, ++it) {
     const int cn = static_cast<int>(j1 - c0 < kChunk ? j1 - c0 : kChunk);
-    if (threadIdx.x < kChunk)
-      kptr[threadIdx.x] = threadIdx.x < cn ? keys.row(c0 + threadIdx.x) : nullptr;
-    __syncthreads();  // also: the previous chunk's ks reads are done
-    // In batches of kStageBatch rows: every load of a batch is issued before its conversions
-    // and stores (load, convert, store row by row left one global round trip per row: ~10 us
-    // per chunk at decode).
-#pragma unroll
-    for (int b0 = 0; b0 < kRowsPerThread; b0 += kStageBatch) {
-      const int d = col4 * 4;
-      float4 v[kStageBatch];
-#pragma unroll
-      for (int u = 0; u < kStageBatch; ++u) {
-        const float* kr = kptr[row0 + (b0 + u) * rstep];
-        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (kr) {
-          if (vec4 && d + 3 < hd) {
-            v[u] = __ldg(reinterpret_cast<const float4*>(kr + d));
-          } else {
-            if (d < hd) v[u].x = kr[d];
-            if (d + 1 < hd) v[u].y = kr[d + 1];
-            if (d + 2 < hd) v[u].z = kr[d + 2];
-            if (d + 3 < hd) v[u].w = kr[d + 3];
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kStageBatch; ++u) {
-        const int j = row0 + (b0 + u) * rstep;
-        const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+    if (pipe) {
+      cp_async_wait_all();
+      __syncthreads();  // the chunk has landed; the previous chunk's ks reads are done
+#pragma unroll 4
+      for (int u = 0; u < kRowsPerThread; ++u) {
+        const int j = row0 + u * rstep;
+        const float4 v = *reinterpret_cast<const float4*>(raw + j * hdp + d4);
+        const float x[4] = {v.x, v.y, v.z, v.w};
         float hi[4], lo[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           hi[i] = __half2float(to_half_sat(x[i]));
           lo[i] = x[i] - hi[i];
         }
-        *reinterpret_cast<uint2*>(ks + j * ld + d) =
+        *reinterpret_cast<uint2*>(ks + j * ld + d4) =
             make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
-        *reinterpret_cast<uint2*>(ks + (kChunk + j) * ld + d) =
+        *reinterpret_cast<uint2*>(ks + (kChunk + j) * ld + d4) =
             make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
       }
+      const int nb = (it + 1) & 1;
+      if (threadIdx.x < kChunk)
+        kptr[nb * kChunk + threadIdx.x] = row_ptr(c0 + kChunk + threadIdx.x, next_entry);
+      __syncthreads();  // ks is ready, raw is free, the next chunk's rows are known
+      if (c0 + kChunk < j1) {
+        issue_chunk(nb);
+        if (threadIdx.x < kChunk) next_entry = load_entry(c0 + 2 * kChunk + threadIdx.x);
+      }
+    } else {
+      if (threadIdx.x < kChunk)
+        kptr[threadIdx.x] = threadIdx.x < cn ? keys.row(c0 + threadIdx.x) : nullptr;
+      __syncthreads();  // also: the previous chunk's ks reads are done
+      // In batches of kStageBatch rows: every load of a batch is issued before its conversions
+      // and stores (load, convert, store row by row left one global round trip per row: ~10 us
+      // per chunk at decode).
+#pragma unroll
+      for (int b0 = 0; b0 < kRowsPerThread; b0 += kStageBatch) {
+        const int d = col4 * 4;
+        float4 v[kStageBatch];
+#pragma unroll
+        for (int u = 0; u < kStageBatch; ++u) {
+          const float* kr = kptr[row0 + (b0 + u) * rstep];
+          v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (kr) {
+            if (vec4 && d + 3 < hd) {
+              v[u] = __ldg(reinterpret_cast<const float4*>(kr + d));
+            } else {
+              if (d < hd) v[u].x = kr[d];
+              if (d + 1 < hd) v[u].y = kr[d + 1];
+              if (d + 2 < hd) v[u].z = kr[d + 2];
+              if (d + 3 < hd) v[u].w = kr[d + 3];
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kStageBatch; ++u) {
+          const int j = row0 + (b0 + u) * rstep;
+          const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+          float hi[4], lo[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            hi[i] = __half2float(to_half_sat(x[i]));
+            lo[i] = x[i] - hi[i];
+          }
+          *reinterpret_cast<uint2*>(ks + j * ld + d) =
+              make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
+          *reinterpret_cast<uint2*>(ks + (kChunk + j) * ld + d) =
+              make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
 
     // Partial S [16 x 32] over this warp's dims: 4 key tiles of 8.
     float s[4][4];
@@ -389,7 +453,8 @@ template <int NT, int G>
 cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
   constexpr int ld = 32 * NT + kPad;
   constexpr size_t bytes = 2 * (kHeads * G + kChunk) * ld * sizeof(__half) +
-                           G * kWarps * 16 * 32 * 4 + kChunk * sizeof(const float*);
+                           G * kWarps * 16 * 32 * 4 + 2 * kChunk * sizeof(const float*) +
+                           (G == 2 ? kChunk * 32 * NT * sizeof(float) : 0);
   static const cudaError_t attr =
       cudaFuncSetAttribute(flash_attention_kernel<NT, G>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));

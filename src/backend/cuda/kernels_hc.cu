@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads)
   const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
   // Staged in batches whose loads (non-coherent, so they cannot alias the shared stores) all
   // issue before the batch's stores: loads interleaved with stores went one round trip each.
-  constexpr int kBatch = 8;
+  constexpr int kBatch = kRows >= 128 ? 32 : 8;
   const int total = (kRows + nmix) * kMixChunk;
   for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
     float v[kBatch];
@@ -62,15 +62,16 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  // Tasks: (row group, mix group), the last mix group the sums of squares (slot nmix). A row's
-  // partials never depend on the block's other rows (same chain of FMAs for any M).
+  // Tasks: (row group, mix group), the last mix group the sums of squares (slot nmix); row group
+  // g holds rows g, g + kGroups, ..., so that a warp's lanes read distinct banks (ld is odd). A
+  // row's partials never depend on the block's other rows (same chain of FMAs for any M).
   const int64_t nchunks = gridDim.y;
   constexpr int kGroups = kRows / kRowsPerThread;
   const int mix_groups = (nmix + kMixPerThread - 1) / kMixPerThread;
   for (int t = threadIdx.x; t < kGroups * (mix_groups + 1); t += blockDim.x) {
-    const int g = t % kGroups, mg = t / kGroups, rbase = g * kRowsPerThread;
-    if (rbase >= rows) continue;
-    const float* x = xs + rbase * ld;
+    const int g = t % kGroups, mg = t / kGroups;
+    if (g >= rows) continue;
+    const float* x = xs + g * ld;  // row i of the group: x + i * kGroups * ld
     float acc[kRowsPerThread][kMixPerThread];
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i)
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int k = 0; k < kMixChunk; ++k) {
         float xv[kRowsPerThread], fv[kMixPerThread];
 #pragma unroll
-        for (int i = 0; i < kRowsPerThread; ++i) xv[i] = x[i * ld + k];
+        for (int i = 0; i < kRowsPerThread; ++i) xv[i] = x[i * kGroups * ld + k];
 #pragma unroll
         for (int c = 0; c < kMixPerThread; ++c) fv[c] = f[c][k];
 #pragma unroll
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int k = 0; k < kMixChunk; ++k)
 #pragma unroll
         for (int i = 0; i < kRowsPerThread; ++i) {
-          const float v = x[i * ld + k];
+          const float v = x[i * kGroups * ld + k];
           acc[i][0] = fmaf(v, v, acc[i][0]);
         }
     }
@@ -106,8 +107,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < kRowsPerThread; ++i)
 #pragma unroll
       for (int c = 0; c < kMixPerThread; ++c)
-        if (rbase + i < rows && c < nj)
-          partial[((r0 + rbase + i) * nchunks + blockIdx.y) * (nmix + 1) + j0 + c] = acc[i][c];
+        if (g + i * kGroups < rows && c < nj)
+          partial[((r0 + g + i * kGroups) * nchunks + blockIdx.y) * (nmix + 1) + j0 + c] =
+              acc[i][c];
   }
 }
 
