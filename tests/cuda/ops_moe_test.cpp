@@ -84,7 +84,8 @@ TEST_F(Moe, MoeExpertsMatchCpu) {
              {300, 256, 128, 32, 4},  // prefill tiles, partial tiles
              {700, 72, 40, 4, 2},     // several full row tiles per expert, K tails
              {1100, 200, 328, 4, 2},  // wgmma: 4-5 128-row tiles per expert, partial column tiles
-             {300, 64, 36, 8, 2}}) {  // I not a multiple of 8: host-planned cuBLAS path
+             {300, 64, 36, 8, 2},     // I not a multiple of 8: host-planned cuBLAS path
+             {50, 66, 40, 8, 2}}) {   // D not a multiple of 4 either: the scalar combine
       SCOPED_TRACE(wgmma ? "wgmma" : "mma.sync");
       set_cuda_moe_wgmma(*gpu, wgmma);
       Rng rng;

@@ -200,6 +200,29 @@ __global__ void combine_kernel(const float* y, const int32_t* where, const float
   }
 }
 
+// The same, 4 columns per thread (D % 4 == 0, 16-byte aligned rows): a quarter of the where /
+// weight loads and 16-byte accesses; each output's sum is the same chain.
+__global__ void combine4_kernel(const float* y, const int32_t* where, const float* w, int64_t M,
+                                int64_t k, int64_t D, float* out) {
+  const int64_t D4 = D / 4, total = M * D4;
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
+       t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t m = t / D4, d = (t % D4) * 4;
+    float4 o = *reinterpret_cast<const float4*>(out + m * D + d);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = where[m * k + j];
+      if (r < 0) continue;
+      const float wj = w[m * k + j];
+      const float4 v = __ldg(reinterpret_cast<const float4*>(y + r * D + d));
+      o.x += wj * v.x;
+      o.y += wj * v.y;
+      o.z += wj * v.z;
+      o.w += wj * v.w;
+    }
+    *reinterpret_cast<float4*>(out + m * D + d) = o;
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, const float* bias,
@@ -228,6 +251,14 @@ cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float
                                int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream) {
   const int64_t total = M * D;
   if (total <= 0 || k <= 0) return cudaSuccess;
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  if (D % 4 == 0 && aligned(y) && aligned(out)) {
+    const int64_t quads = total / 4;
+    const int64_t capped = quads < (int64_t{1} << 24) ? quads : (int64_t{1} << 24);
+    combine4_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(y, where, weights, M, k,
+                                                                           D, out);
+    return cudaGetLastError();
+  }
   const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
   combine_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(y, where, weights, M, k, D,
                                                                         out);
