@@ -294,13 +294,9 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
     }
 
     // Partial S [16 x 32] over this warp's dims: 4 key tiles of 8.
-    // Three independent chains (hi * hi, hi * lo, lo * hi), added at the end: one chain of 24
-    // dependent mma per chunk left the warps waiting on the tensor cores' latency.
-    float s[4][4], sx[4][4], sy[4][4];
+    float s[4][4];
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) s[t][i] = sx[t][i] = sy[t][i] = 0.f;
+    for (int t = 0; t < 4; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
     const int mat = lane >> 3, mrow = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < wdims / 16; ++kk) {
@@ -316,17 +312,13 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
         ldmatrix_x4(b, ks + koff);
         ldmatrix_x4(bl, ks + kChunk * ld + koff);
         mma_f16_16816(s[nt], a, b[0], b[1]);
-        mma_f16_16816(sx[nt], a, bl[0], bl[1]);
-        mma_f16_16816(sy[nt], al, b[0], b[1]);
+        mma_f16_16816(s[nt], a, bl[0], bl[1]);
+        mma_f16_16816(s[nt], al, b[0], b[1]);
         mma_f16_16816(s[nt + 1], a, b[2], b[3]);
-        mma_f16_16816(sx[nt + 1], a, bl[2], bl[3]);
-        mma_f16_16816(sy[nt + 1], al, b[2], b[3]);
+        mma_f16_16816(s[nt + 1], a, bl[2], bl[3]);
+        mma_f16_16816(s[nt + 1], al, b[2], b[3]);
       }
     }
-#pragma unroll
-    for (int t = 0; t < 4; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) s[t][i] += sx[t][i] + sy[t][i];
 #pragma unroll
     for (int t = 0; t < 4; ++t)
 #pragma unroll

@@ -84,7 +84,6 @@ __global__ void __launch_bounds__(kThreads)
       const float* f[kMixPerThread];
 #pragma unroll
       for (int c = 0; c < kMixPerThread; ++c) f[c] = fs + (c < nj ? j0 + c : j0) * ld;
-#pragma unroll 4
       for (int k = 0; k < kMixChunk; ++k) {
         float xv[kRowsPerThread], fv[kMixPerThread];
 #pragma unroll
