@@ -180,8 +180,9 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
                                  cudaStream_t stream);
 // The same two GEMMs on Hopper's warpgroup MMA (kernels_expert_wgmma.cu) over a plan of
 // kMoeWgmmaTileRows-row tiles, with x already bf16 ([*, D], D % 8 == 0, I % 8 == 0, 16-byte
-// aligned rows): the same arithmetic per output as the mma.sync tiles. Only for devices where
-// moe_wgmma_available(major, minor) (sm_90: the kernels are built for sm_90a).
+// aligned rows): the same arithmetic per output as the mma.sync tiles. Only where
+// moe_wgmma_available(major, minor) (an sm_90 device running this build's sm_90a code; it runs
+// a one-thread probe on the current device and waits for it).
 bool moe_wgmma_available(int sm_major, int sm_minor);
 cudaError_t launch_moe_up_wgmma(const uint16_t* x, const int32_t* row_token, const int32_t* offsets,
                                 const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,

@@ -7,10 +7,11 @@
 //   down:  y[r, d] = act[r] . w2[e, d]                                                (fp32 out)
 //   dense: out[m, n] (+)= x[m] . w[n], the decode-sized products of matmul / grouped_matmul
 // Weight tiles stream in with cp.async through a multi-stage ring, overlapped with the
-// tensor-core work. Tile shapes: Wide (64 rows x 128 columns, 2 stages) for prefill-sized work;
-// Narrow (16 x 64, 4 stages) for decode, where an expert has a few rows and the weight bytes in
-// flight set the speed; Thin (16 x 16, one warp, 8 stages) for dense products of <= 16 rows.
-// Every output accumulates its 16-wide k chunks in increasing order in one register (dense
+// tensor-core work. On sm_90, prefill-sized expert batches go to kernels_expert_wgmma.cu
+// instead (same arithmetic per output). Tile shapes: Wide (64 rows x 128 columns, 2 stages) for
+// prefill-sized work; Narrow (16 x 64, 4 stages) for decode, where an expert has a few rows and the
+// weight bytes in flight set the speed; Thin (16 x 16, one warp, 8 stages) for dense products of <=
+// 16 rows. Every output accumulates its 16-wide k chunks in increasing order in one register (dense
 // products split over K: one register chain per segment, segments added in order), so every
 // shape gives the same bits for a row.
 #include "backend/cuda/kernels.h"
