@@ -104,7 +104,8 @@ TEST_F(Ops, MatmulBf16WeightsMatchCpu) {
                                            {40, 96, 1000},    // 2 segments, the last short
                                            {65, 96, 136},     // 64-row tiles
                                            {200, 256, 2048},  // 64-row tiles, 4 segments
-                                           {300, 64, 64}}) {  // past them: cuBLASLt
+                                           {300, 64, 64},     // past them: cuBLASLt
+                                           {301, 40, 37}}) {  // its cast with a tail
     for (bool acc : {false, true}) {
       Rng rng;
       const Tensor x = rand_host(rng, {M, K}), w = rand_host(rng, {N, K});
