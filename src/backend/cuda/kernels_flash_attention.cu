@@ -36,6 +36,20 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// Stores 4 values as fp16 halves: hi at hi_dst, lo = x - hi at lo_dst (8 bytes each).
+__device__ __forceinline__ void store_hi_lo(__half* hi_dst, __half* lo_dst, const float (&x)[4]) {
+  float hi[4], lo[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    hi[i] = __half2float(to_half_sat(x[i]));
+    lo[i] = x[i] - hi[i];
+  }
+  *reinterpret_cast<uint2*>(hi_dst) =
+      make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
+  *reinterpret_cast<uint2*>(lo_dst) =
+      make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
+}
+
 // The keys a query sees, in order: window rows lo .. lo+nw-1 of win, then its compressed entries
 // (deduplicated list, or the prefix comp[0, nc)).
 struct KeySet {
@@ -43,11 +57,13 @@ struct KeySet {
   const float* comp;
   const int32_t* list;  // the query's row, or null
   int64_t lo, nw, nc, hd;
-  __device__ const float* row(int64_t j) const {
+  // The list entry of key j (0 for window rows or without a list): loadable ahead of row_at.
+  __device__ int32_t entry(int64_t j) const { return j >= nw && list ? list[j - nw] : 0; }
+  __device__ const float* row_at(int64_t j, int32_t e) const {
     if (j < nw) return win + (lo + j) * hd;
-    const int64_t e = list ? int64_t{list[j - nw]} : j - nw;
-    return comp + e * hd;
+    return comp + (list ? int64_t{e} : j - nw) * hd;
   }
+  __device__ const float* row(int64_t j) const { return row_at(j, entry(j)); }
 };
 
 __device__ KeySet key_set(int64_t m, int64_t hd, const AttnRow& r, int64_t window,
@@ -84,7 +100,6 @@ struct AttnParams {
   int64_t Kmax;
   const float* sinks;
   float scale;
-  int64_t groups;
   float* out;
   float* part_o;   // [slot][hd]; slot = part_off * H + h * splits + split
   float* part_ml;  // [slot][2]: running max, running sum
@@ -160,16 +175,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
           if (d + c < hd) v[c] = qr[d + c];
       }
     }
-    float hi[4], lo[4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      hi[c] = __half2float(to_half_sat(v[c]));
-      lo[c] = v[c] - hi[c];
-    }
-    *reinterpret_cast<uint2*>(qs + r * ld + d) =
-        make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
-    *reinterpret_cast<uint2*>(qs + (kBlockHeads + r) * ld + d) =
-        make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
+    store_hi_lo(qs + r * ld + d, qs + (kBlockHeads + r) * ld + d, v);
   }
 
   float o[NT][4];
@@ -201,14 +207,8 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
     }
     cp_async_commit();
   };
-  auto load_entry = [&](int64_t j) {
-    return j < j1 && j >= keys.nw && keys.list ? keys.list[j - keys.nw] : 0;
-  };
-  auto row_ptr = [&](int64_t j, int32_t entry) -> const float* {
-    if (j >= j1) return nullptr;
-    if (j < keys.nw) return keys.win + (keys.lo + j) * hd;
-    return keys.comp + (keys.list ? int64_t{entry} : j - keys.nw) * hd;
-  };
+  auto load_entry = [&](int64_t j) { return j < j1 ? keys.entry(j) : 0; };
+  auto row_ptr = [&](int64_t j, int32_t e) { return j < j1 ? keys.row_at(j, e) : nullptr; };
   if (pipe && j0 < j1) {
     if (threadIdx.x < kChunk) {
       kptr[threadIdx.x] = row_ptr(j0 + threadIdx.x, load_entry(j0 + threadIdx.x));
@@ -229,16 +229,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
         const int j = row0 + u * rstep;
         const float4 v = *reinterpret_cast<const float4*>(raw + j * hdp + d4);
         const float x[4] = {v.x, v.y, v.z, v.w};
-        float hi[4], lo[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          hi[i] = __half2float(to_half_sat(x[i]));
-          lo[i] = x[i] - hi[i];
-        }
-        *reinterpret_cast<uint2*>(ks + j * ld + d4) =
-            make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
-        *reinterpret_cast<uint2*>(ks + (kChunk + j) * ld + d4) =
-            make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
+        store_hi_lo(ks + j * ld + d4, ks + (kChunk + j) * ld + d4, x);
       }
       const int nb = (it + 1) & 1;
       if (threadIdx.x < kChunk)
@@ -278,16 +269,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
         for (int u = 0; u < kStageBatch; ++u) {
           const int j = row0 + (b0 + u) * rstep;
           const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-          float hi[4], lo[4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            hi[i] = __half2float(to_half_sat(x[i]));
-            lo[i] = x[i] - hi[i];
-          }
-          *reinterpret_cast<uint2*>(ks + j * ld + d) =
-              make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
-          *reinterpret_cast<uint2*>(ks + (kChunk + j) * ld + d) =
-              make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
+          store_hi_lo(ks + j * ld + d, ks + (kChunk + j) * ld + d, x);
         }
       }
       __syncthreads();
@@ -508,14 +490,11 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
     return cudaErrorInvalidValue;
   if (any_split && !workspace) return cudaErrorInvalidValue;
   const int64_t blocks_per_row = rows_uniform && blocks % M == 0 ? blocks / M : 0;
-  const AttnParams p{q,         M,
-                     H,         hd,
-                     rows,      blocks_per_row,
-                     window,    list,
-                     count,     Kmax,
-                     sinks,     scale,
-                     groups,    out,
-                     workspace, any_split ? workspace + partial_slots * hd : nullptr,
+  const AttnParams p{q,      M,         H,
+                     hd,     rows,      blocks_per_row,
+                     window, list,      count,
+                     Kmax,   sinks,     scale,
+                     out,    workspace, any_split ? workspace + partial_slots * hd : nullptr,
                      err};
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
