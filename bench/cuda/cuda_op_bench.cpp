@@ -221,8 +221,9 @@ int main() {
         time_op([&] { g->attention(q, win, W, comp1k, didx, TensorView(), sinks, 0.04f, out); });
     row("attention M=1 keys=128+512 of 1024 (comp_idx)", s, 640 * hd * 4.0 + 2 * H * hd * 4.0);
   }
-  // Indexer scores at 64k context (16k compressed entries), 64 heads of 128.
-  for (int64_t M : {1, 64}) {
+  // Indexer scores at 64k context (16k compressed entries), 64 heads of 128, every entry
+  // visible: the fused wgmma kernel and the fp32 GEMM + reduction it replaces.
+  for (int64_t M : {1, 64, 256, 4096}) {
     const int64_t E = 16384, nh = 64, d = 128;
     Tensor q = random_dev(*g, {M, nh, d}, DType::kF32, 8);
     Tensor k = random_dev(*g, {E, d}, DType::kF32, 9);
@@ -231,10 +232,17 @@ int main() {
     Tensor dvis = g->empty({M}, DType::kI32);
     g->upload(vis.data(), dvis);
     Tensor scores = g->empty({M, E});
-    const double t = time_op([&] { g->indexer_scores(q, k, w, 0.01f, dvis, scores); });
-    char name[96];
-    std::snprintf(name, sizeof name, "indexer_scores E=16384 nh=64 d=128 M=%lld", (long long)M);
-    row(name, t, E * d * 4.0 + M * E * 4.0);
+    for (bool wgmma : {true, false}) {
+      if (!set_cuda_wgmma(*g, wgmma) && wgmma) continue;
+      const double t = time_op([&] { g->indexer_scores(q, k, w, 0.01f, dvis, scores); },
+                               M >= 256 ? 3 : 20, M >= 256 ? 3 : 7);
+      char name[96];
+      std::snprintf(name, sizeof name, "indexer_scores E=16384 nh=64 d=128 M=%lld %s", (long long)M,
+                    wgmma ? "wgmma" : "gemm");
+      row(name, t, E * d * 4.0 + M * E * 4.0);
+      std::printf("%-44s %10.1f TFLOP/s (fp32-equivalent)\n", "", 2.0 * M * nh * E * d / t / 1e12);
+    }
+    set_cuda_wgmma(*g, true);
   }
   // Routed experts, V4-Flash shapes: 256 experts, top-6, D 4096, I 2048.
   {
@@ -258,7 +266,7 @@ int main() {
       Tensor out = g->empty({M, D});
       // Prefill-sized batches: the wgmma kernels and the mma.sync tiles they replace.
       for (bool wgmma : {true, false}) {
-        if (!set_cuda_moe_wgmma(*g, wgmma) && wgmma) continue;
+        if (!set_cuda_wgmma(*g, wgmma) && wgmma) continue;
         const double t = time_op(
             [&] {
               g->moe_experts(x, idx, wts, {w1, w3, w2}, 10.f, out);
@@ -275,7 +283,7 @@ int main() {
         std::printf("%-44s %10.1f TFLOP/s\n", "", 6.0 * M * k * D * I / t / 1e12);
         if (M * k <= 8 * E) break;  // decode tiles either way
       }
-      set_cuda_moe_wgmma(*g, true);
+      set_cuda_wgmma(*g, true);
     }
   }
   // Indexer top-k at 64k context (16k compressed entries), k = 512.

@@ -178,6 +178,13 @@ inline std::vector<float> floats(const Tensor& t) {
   return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
 }
 
+// Both kernel families where the device has wgmma: the wgmma kernels (on), then the others.
+inline std::vector<bool> wgmma_settings(Backend& gpu) {
+  std::vector<bool> settings{false};
+  if (set_cuda_wgmma(gpu, true)) settings.insert(settings.begin(), true);
+  return settings;
+}
+
 // Every op test: a CPU reference backend and the CUDA backend under test.
 class CudaVsCpu : public ::testing::Test {
  protected:

@@ -245,25 +245,53 @@ TEST_F(Attn, IndexerScoresBatchMatchesCpu) {
   EXPECT_GT(finite, N);
 }
 
+// Both paths where the device has wgmma: the fused kernel (heads <= 64, head dim 64 or 128;
+// 2 queries per block, 128-entry tiles, entry ranges split over blocks, tiles past the visible
+// entries skipped), then the fp32 GEMM + reduction. Visible counts random, or causal as in a
+// prompt's rows (most tiles of early rows skipped).
 TEST_F(Attn, IndexerScoresMatchCpu) {
   SEED_TRACE();
-  for (auto [M, nh, d, E] :
-       std::vector<std::array<int64_t, 4>>{{1, 8, 16, 6}, {9, 4, 32, 100}, {33, 64, 128, 257}}) {
-    Rng rng;
-    const Tensor q = rand_host(rng, {M, nh, d}), k = rand_host(rng, {E, d});
-    const Tensor w = rand_host(rng, {M, nh});
-    std::vector<int32_t> v(M);
-    for (auto& x : v) x = static_cast<int32_t>(rng.integer(0, E));
-    v[0] = static_cast<int32_t>(E);
-    const Tensor vis = i32_host(v, {M});
-    const float scale = 0.25f;
-    Tensor ref = host({M, E});
-    cpu->indexer_scores(q, k, w, scale, vis, ref);
-    Tensor out = dev_poisoned(*gpu, {M, E});
-    gpu->indexer_scores(to_dev(*gpu, q), to_dev(*gpu, k), to_dev(*gpu, w), scale, to_dev(*gpu, vis),
-                        out);
-    EXPECT_LE(rel_err(to_host(*gpu, out), ref), kTolF32) << M << " " << nh << " " << d << " " << E;
-  }
+  struct Case {
+    int64_t M, nh, d, E;
+    bool causal;
+  };
+  for (bool wgmma : wgmma_settings(*gpu))
+    for (const Case& c : std::vector<Case>{{1, 8, 16, 6, false},
+                                           {9, 4, 32, 100, false},
+                                           {33, 64, 128, 257, false},
+                                           {1, 64, 128, 5000, false},
+                                           {301, 64, 128, 1100, false},
+                                           {256, 64, 128, 4100, true},
+                                           {131, 37, 64, 300, false},
+                                           {4, 64, 128, 3, false}}) {
+      SCOPED_TRACE(::testing::Message() << (wgmma ? "wgmma " : "gemm ") << c.M << " " << c.nh << " "
+                                        << c.d << " " << c.E);
+      set_cuda_wgmma(*gpu, wgmma);
+      Rng rng;
+      const Tensor q = rand_host(rng, {c.M, c.nh, c.d}), k = rand_host(rng, {c.E, c.d});
+      const Tensor w = rand_host(rng, {c.M, c.nh});
+      std::vector<int32_t> v(c.M);
+      for (int64_t m = 0; m < c.M; ++m)
+        v[m] = static_cast<int32_t>(c.causal ? std::min(c.E, (m + 1) * c.E / c.M)
+                                             : rng.integer(0, c.E));
+      v[0] = static_cast<int32_t>(c.causal ? 0 : c.E);
+      const Tensor vis = i32_host(v, {c.M});
+      const float scale = 0.25f;
+      Tensor ref = host({c.M, c.E});
+      cpu->indexer_scores(q, k, w, scale, vis, ref);
+      Tensor out = dev_poisoned(*gpu, {c.M, c.E});
+      const Tensor dq = to_dev(*gpu, q), dk = to_dev(*gpu, k), dw = to_dev(*gpu, w);
+      gpu->indexer_scores(dq, dk, dw, scale, to_dev(*gpu, vis), out);
+      EXPECT_LE(rel_err(to_host(*gpu, out), ref), kTolF32);
+      // A visible count outside [0, E]: found on the device, reported at the next sync.
+      v[c.M - 1] = static_cast<int32_t>(c.E + 1);
+      EXPECT_THROW(
+          {
+            gpu->indexer_scores(dq, dk, dw, scale, to_dev(*gpu, i32_host(v, {c.M})), out);
+            to_host(*gpu, out);
+          },
+          Error);
+    }
 }
 
 TEST_F(Attn, TopkMatchesCpuWithTiesAndInfinities) {

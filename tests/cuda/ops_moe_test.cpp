@@ -66,13 +66,6 @@ TEST_F(Moe, RouteMatchesCpu) {
   }
 }
 
-// Both prefill kernels where the device has wgmma: its kernels, then the mma.sync tiles.
-std::vector<bool> wgmma_settings(Backend& gpu) {
-  std::vector<bool> settings{false};
-  if (set_cuda_moe_wgmma(gpu, true)) settings.insert(settings.begin(), true);
-  return settings;
-}
-
 TEST_F(Moe, MoeExpertsMatchCpu) {
   SEED_TRACE();
   for (bool wgmma : wgmma_settings(*gpu))
@@ -87,7 +80,7 @@ TEST_F(Moe, MoeExpertsMatchCpu) {
              {300, 64, 36, 8, 2},     // I not a multiple of 8: host-planned cuBLAS path
              {50, 66, 40, 8, 2}}) {   // D not a multiple of 4 either: the scalar combine
       SCOPED_TRACE(wgmma ? "wgmma" : "mma.sync");
-      set_cuda_moe_wgmma(*gpu, wgmma);
+      set_cuda_wgmma(*gpu, wgmma);
       Rng rng;
       const Tensor x = rand_host(rng, {M, D});
       const Tensor w1 = rand_host(rng, {E, I, D}, -0.2f, 0.2f);
@@ -140,7 +133,7 @@ TEST_F(Moe, MoeExpertsRowsAreBatchInvariant) {
   SEED_TRACE();
   for (bool wgmma : wgmma_settings(*gpu)) {
     SCOPED_TRACE(wgmma ? "wgmma" : "mma.sync");
-    set_cuda_moe_wgmma(*gpu, wgmma);
+    set_cuda_wgmma(*gpu, wgmma);
     Rng rng;
     const int64_t M = 40, D = 128, I = 64, E = 8, k = 2;
     const Tensor x = rand_host(rng, {M, D});

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/kernels.h"
 #include "core/env.h"
 
@@ -171,8 +172,8 @@ CudaBackend::CudaBackend(int device)
         "CUDA backend: compute capability");
   check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ctx_->device()),
         "CUDA backend: compute capability");
-  wgmma_device_ = moe_wgmma_available(major, minor);
-  set_moe_wgmma(env::get_bool("DEEPINFER_CUDA_WGMMA"));
+  wgmma_device_ = wgmma_available(major, minor);
+  set_wgmma(env::get_bool("DEEPINFER_CUDA_WGMMA"));
 }
 
 bool CudaBackend::begin_graph(int64_t key) {
@@ -409,11 +410,11 @@ void set_cuda_graphs(Backend& backend, bool on) {
   if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->set_graphs_enabled(on);
 }
 
-bool set_cuda_moe_wgmma(Backend& backend, bool on) {
+bool set_cuda_wgmma(Backend& backend, bool on) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
   if (!cuda) return false;
-  cuda->set_moe_wgmma(on);
-  return cuda->moe_wgmma();
+  cuda->set_wgmma(on);
+  return cuda->wgmma();
 }
 
 }  // namespace deepinfer

@@ -23,9 +23,10 @@ cudaStream_t cuda_stream(Backend& backend);
 // off (DEEPINFER_CUDA_GRAPHS sets the default): for tests and benchmarks.
 const cuda::GraphStats* cuda_graph_stats(Backend& backend);
 void set_cuda_graphs(Backend& backend, bool on);
-// Routed experts of prefill-sized batches on the wgmma kernels or the mma.sync tiles
-// (DEEPINFER_CUDA_WGMMA sets the default); returns whether wgmma is now in use (never on a
-// device without it). For tests and benchmarks.
-bool set_cuda_moe_wgmma(Backend& backend, bool on);
+// The Hopper wgmma kernels (routed experts of prefill-sized batches, the indexer's fused
+// scoring) on or off: off, the experts run the mma.sync tiles (the same bits) and the indexer a
+// fp32 GEMM and a reduction. DEEPINFER_CUDA_WGMMA sets the default; returns whether wgmma is
+// now in use (never on a device without it). For tests and benchmarks.
+bool set_cuda_wgmma(Backend& backend, bool on);
 
 }  // namespace deepinfer

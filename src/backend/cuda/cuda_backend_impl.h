@@ -154,10 +154,10 @@ class CudaBackend final : public Backend {
   // For tests and benchmarks: graph counters, and turning graphs on / off.
   const GraphStats& graph_stats() const { return graphs_.stats(); }
   void set_graphs_enabled(bool on) { graphs_enabled_ = on; }
-  // Routed experts of prefill-sized batches on the wgmma kernels (sm_90 only; for tests and
-  // benchmarks: DEEPINFER_CUDA_WGMMA sets the default).
-  void set_moe_wgmma(bool on) { moe_wgmma_ = on && wgmma_device_; }
-  bool moe_wgmma() const { return moe_wgmma_; }
+  // The wgmma kernels: prefill-sized routed experts, indexer_scores (sm_90 only; for tests
+  // and benchmarks: DEEPINFER_CUDA_WGMMA sets the default).
+  void set_wgmma(bool on) { wgmma_ = on && wgmma_device_; }
+  bool wgmma() const { return wgmma_; }
 
   void enter_sync_free(const char* region) override;
   void leave_sync_free() override;
@@ -208,7 +208,7 @@ class CudaBackend final : public Backend {
   const char* sync_free_region_ = nullptr;  // non-null inside a sync-free region
   GraphCache graphs_;
   bool graphs_enabled_ = true;
-  bool wgmma_device_ = false, moe_wgmma_ = false;
+  bool wgmma_device_ = false, wgmma_ = false;
   int64_t graph_key_ = 0;
 };
 

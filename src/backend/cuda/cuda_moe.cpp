@@ -47,7 +47,7 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const char* op = "moe_experts";
   const int64_t M = x.dim(0), D = x.dim(1), k = idx.dim(1);
   const int64_t E = experts.w1.dim(0), I = experts.w1.dim(1), R = M * k;
-  const int tile_rows = moe_tile_rows(R, E, moe_wgmma_);
+  const int tile_rows = moe_tile_rows(R, E, wgmma_);
   const bool wgmma = tile_rows == kMoeWgmmaTileRows;
   const int64_t max_tiles = moe_max_tiles(R, E, tile_rows);
   // plan: offsets [E + 1] | num_tiles | row_token [R] | where [R] | tiles [max_tiles][2]

@@ -226,6 +226,18 @@ void CudaBackend::indexer_scores(const TensorView& q, const TensorView& k, const
   expect(op, "visible", visible, DType::kI32, {M});
   expect(op, "scores", scores, DType::kF32, {M, E});
   if (M == 0 || E == 0) return;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (wgmma_ && indexer_wgmma_supported(nh, d) && aligned(q.data()) && aligned(k.data()) &&
+      aligned(w.data())) {
+    // Fused on tensor cores: the per-head products never reach memory.
+    std::shared_ptr<void> halves = scratch(static_cast<size_t>(2 * E * d) * sizeof(uint16_t));
+    check(launch_indexer_wgmma(q.data_as<float>(), k.data_as<float>(), M, nh, d, E,
+                               w.data_as<float>(), scale, visible.data_as<int32_t>(),
+                               static_cast<uint16_t*>(halves.get()), scores.data_as<float>(),
+                               ctx_->num_sms(), ctx_->error_word(), ctx_->stream()),
+          op);
+    return;
+  }
   // The per-head products q[m, h] . k[e] are one GEMM, dots [M * nh, E] = q [M * nh, d] k^T, in
   // fp32 (no TF32: the top-k after this is a discrete choice); queries go in chunks that keep
   // the buffer near 256 MiB. A kernel then weights, rectifies and sums over the heads.

@@ -2,7 +2,19 @@
 
 #include <cuda_runtime.h>
 
+#include "backend/cuda/wgmma_ptx.cuh"
+
 namespace deepinfer::cuda {
+
+namespace {
+
+// Writes whether this build's code for the device has the wgmma kernels (an sm_90 build without
+// the `a` features compiles them to a trap).
+__global__ void wgmma_built_kernel(int* out) {
+  *out = DI_HAVE_WGMMA;
+}
+
+}  // namespace
 
 std::vector<DeviceInfo> list_devices() {
   std::vector<DeviceInfo> out;
@@ -39,6 +51,18 @@ std::string unavailable_reason() {
     return cudaGetErrorString(err);
   }
   return n > 0 ? "" : "no CUDA device found";
+}
+
+bool wgmma_available(int sm_major, int sm_minor) {
+  if (sm_major != 9 || sm_minor != 0) return false;
+  int* flag = nullptr;
+  int built = 0;
+  if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
+  wgmma_built_kernel<<<1, 1>>>(flag);
+  const bool ok = cudaGetLastError() == cudaSuccess &&
+                  cudaMemcpy(&built, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+  cudaFree(flag);
+  return ok && built == 1;
 }
 
 }  // namespace deepinfer::cuda

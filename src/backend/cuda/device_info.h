@@ -21,4 +21,9 @@ bool memory_info(int device, size_t* free_bytes, size_t* total_bytes);
 // Why no device is usable (driver missing, no GPU...), or "" when at least one is.
 std::string unavailable_reason();
 
+// Whether the current device runs this build's Hopper wgmma kernels: an sm_90 device and device
+// code compiled with the sm_90a features (otherwise those kernels compile to a trap). Runs a
+// one-thread probe on the current device and waits for it.
+bool wgmma_available(int sm_major, int sm_minor);
+
 }  // namespace deepinfer::cuda

@@ -134,6 +134,15 @@ cudaError_t launch_indexer_rows(const float* q, int64_t nh, int64_t d, const flo
                                 const int32_t* visible, const IndexerRow* rows, int64_t R,
                                 int64_t N, float scale, float* scores, int32_t* err,
                                 cudaStream_t stream);
+// indexer_scores fused on Hopper wgmma (kernels_indexer_wgmma.cu; only where wgmma_available()):
+// the same scores as a GEMM + launch_indexer_reduce up to fp32 rounding (fp16 hi/lo operands,
+// another head-sum order), for the shapes indexer_wgmma_supported() takes; q, k and w 16-byte
+// aligned. k_halves: scratch for the keys' fp16 hi and lo, 2 * E * d halves.
+bool indexer_wgmma_supported(int64_t nh, int64_t d);
+cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int64_t nh, int64_t d,
+                                 int64_t E, const float* w, float scale, const int32_t* visible,
+                                 uint16_t* k_halves, float* scores, int sms, int32_t* err,
+                                 cudaStream_t stream);
 inline constexpr int kMaxTopk = 8192;
 cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_t* idx,
                         cudaStream_t stream);
@@ -166,7 +175,7 @@ cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int
 // (the same k order, so a row's result does not depend on the shape): moe_tile_rows(R, E) rows
 // per tile, 64 for many rows per expert (prefill), 16 for few (decode: more, narrower blocks
 // with deeper pipelines keep more weight bytes in flight). The plan must use the same value.
-// With wgmma (moe_wgmma_available), prefill-sized batches take kMoeWgmmaTileRows-row tiles and
+// With wgmma (wgmma_available), prefill-sized batches take kMoeWgmmaTileRows-row tiles and
 // launch_moe_{up,down}_wgmma instead.
 inline constexpr int kMoeWgmmaTileRows = 128;
 int moe_tile_rows(int64_t R, int64_t E, bool wgmma);
@@ -181,9 +190,7 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
 // The same two GEMMs on Hopper's warpgroup MMA (kernels_expert_wgmma.cu) over a plan of
 // kMoeWgmmaTileRows-row tiles, with x already bf16 ([*, D], D % 8 == 0, I % 8 == 0, 16-byte
 // aligned rows): the same arithmetic per output as the mma.sync tiles. Only where
-// moe_wgmma_available(major, minor) (an sm_90 device running this build's sm_90a code; it runs
-// a one-thread probe on the current device and waits for it).
-bool moe_wgmma_available(int sm_major, int sm_minor);
+// wgmma_available() (device_info.h).
 cudaError_t launch_moe_up_wgmma(const uint16_t* x, const int32_t* row_token, const int32_t* offsets,
                                 const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
                                 const uint16_t* w1, const uint16_t* w3, int64_t I, int64_t D,

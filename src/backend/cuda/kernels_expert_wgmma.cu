@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(ExpertArgs g)
     }
   }
 #else
-  __trap();  // launched only on sm_90a devices (moe_wgmma_available)
+  __trap();  // launched only on sm_90a devices (wgmma_available)
 #endif
 }
 
@@ -180,25 +180,7 @@ cudaError_t launch_expert_wgmma(const ExpertArgs& a, int64_t max_tiles, cudaStre
   return cudaGetLastError();
 }
 
-// Writes whether this build's code for the device has the wgmma kernels (an sm_90 build without
-// the `a` features compiles them to a trap).
-__global__ void wgmma_built_kernel(int* out) {
-  *out = DI_HAVE_WGMMA;
-}
-
 }  // namespace
-
-bool moe_wgmma_available(int sm_major, int sm_minor) {
-  if (sm_major != 9 || sm_minor != 0) return false;
-  int* flag = nullptr;
-  int built = 0;
-  if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) return false;
-  wgmma_built_kernel<<<1, 1>>>(flag);
-  const bool ok = cudaGetLastError() == cudaSuccess &&
-                  cudaMemcpy(&built, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-  cudaFree(flag);
-  return ok && built == 1;
-}
 
 cudaError_t launch_moe_up_wgmma(const uint16_t* x, const int32_t* row_token, const int32_t* offsets,
                                 const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,

@@ -13,6 +13,7 @@
 // outputs as accurate as fp32 math to the softmax's needs. One fp16 operand alone (10 bits) was
 // enough to flip near-tie indexer and routing decisions downstream in the golden tests. q and
 // keys are RMS-normed, well inside fp16's range (values saturate rather than overflow).
+#include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/mma_ptx.cuh"
@@ -26,29 +27,6 @@ constexpr int kChunk = 32;                  // keys per chunk
 constexpr int64_t kMinKeysPerSplit = 4 * kChunk;
 constexpr int kWarps = 4;  // per head group
 constexpr int kPad = 8;    // fp16 row padding: rows 16 bytes apart in the banks (ldmatrix)
-
-__device__ __forceinline__ __half to_half_sat(float v) {
-  return __float2half_rn(fminf(fmaxf(v, -65504.f), 65504.f));
-}
-
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// Stores 4 values as fp16 halves: hi at hi_dst, lo = x - hi at lo_dst (8 bytes each).
-__device__ __forceinline__ void store_hi_lo(__half* hi_dst, __half* lo_dst, const float (&x)[4]) {
-  float hi[4], lo[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    hi[i] = __half2float(to_half_sat(x[i]));
-    lo[i] = x[i] - hi[i];
-  }
-  *reinterpret_cast<uint2*>(hi_dst) =
-      make_uint2(pack_half2(hi[0], hi[1]), pack_half2(hi[2], hi[3]));
-  *reinterpret_cast<uint2*>(lo_dst) =
-      make_uint2(pack_half2(lo[0], lo[1]), pack_half2(lo[2], lo[3]));
-}
 
 // The keys a query sees, in order: window rows lo .. lo+nw-1 of win, then its compressed entries
 // (deduplicated list, or the prefix comp[0, nc)).

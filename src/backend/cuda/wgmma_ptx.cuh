@@ -1,7 +1,8 @@
 // Thin wrappers over Hopper's warpgroup MMA PTX (wgmma, sm_90a only; C++17, nvcc only): shared
 // memory matrix descriptors for the 128-byte swizzled K-major tiles the expert GEMM stages, the
-// m64n256k16 bf16 MMA with fp32 accumulation, and the fences and group waits around it. Outside
-// sm_90a every wrapper compiles to nothing (DI_HAVE_WGMMA is 0): callers check it.
+// m64n256k16 bf16 and m64n128k16 fp16 MMAs with fp32 accumulation, and the fences and group waits
+// around it. Outside sm_90a every wrapper compiles to nothing (DI_HAVE_WGMMA is 0): callers check
+// it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -87,6 +88,26 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
         DI_ACC8(56), DI_ACC8(64), DI_ACC8(72), DI_ACC8(80), DI_ACC8(88), DI_ACC8(96), DI_ACC8(104),
         DI_ACC8(112), DI_ACC8(120)
       : "l"(a_desc), "l"(b_desc), "r"(1));
+#endif
+}
+
+// d[64 x 128] (+)= a[64 x 16] b[128 x 16]^T, fp16 operands, fp32 accumulation (both K-major in
+// shared memory); accumulate == 0 overwrites d. d's layout as wgmma_m64n256k16_bf16's over 16
+// column blocks.
+__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], uint64_t a_desc,
+                                                     uint64_t b_desc, int accumulate) {
+#if DI_HAVE_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : DI_ACC8(0), DI_ACC8(8), DI_ACC8(16), DI_ACC8(24), DI_ACC8(32), DI_ACC8(40), DI_ACC8(48),
+        DI_ACC8(56)
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 #endif
 }
 

@@ -1,0 +1,253 @@
+// The lightning indexer's scores on Hopper's warpgroup MMA (wgmma, sm_90a), fused:
+//   scores[m, e] = scale * sum_h w[m, h] * relu(q[m, h] . k[e])   for e < visible[m], else -inf.
+// A warpgroup takes one query: its heads (zero-padded to 64) are the MMA's M, 128 entries its N,
+// and the head sum runs on the accumulators (a butterfly across the lanes that hold a column,
+// then the four warps through shared memory), so the [M * heads, E] products never reach memory.
+// A block's two warpgroups take two queries and share each key tile (cp.async, double-buffered)
+// over a range of entry tiles; tiles past both queries' visible entries are skipped.
+// Precision: q and k are split into fp16 hi + lo (half_split.cuh) and each product takes three
+// MMAs, as in the attention kernel: the top-k after this is a discrete choice, and one fp16
+// operand (10 bits) flips near ties. The head sum's order differs from the CPU's (fp32 either way).
+#include "backend/cuda/half_split.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/wgmma_ptx.cuh"
+
+#include <algorithm>
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kHeads = 64;   // wgmma M: a query's heads, zero rows above nh
+constexpr int kTileE = 128;  // entries per key tile (wgmma N)
+constexpr int kThreads = 256;
+constexpr int kMaxKd = 2;                         // 64-dim k-tiles (d <= 128)
+constexpr int kQSub = kHeads * 128;               // one [64 rows x 64 dims] fp16 tile
+constexpr int kKSub = kTileE * 128;               // one [128 rows x 64 dims] fp16 tile
+constexpr int kQBytes = 2 * kMaxKd * kQSub;       // a query's hi, lo: 32 KiB
+constexpr int kKStageBytes = 2 * kMaxKd * kKSub;  // a key tile's hi, lo: 64 KiB
+constexpr int kRedFloats = 2 * 2 * 4 * kTileE;    // [warpgroup][parity][warp][column]
+constexpr size_t kSmemBytes = 2 * kQBytes + 2 * kKStageBytes + kRedFloats * 4 + 1024;
+constexpr int kMaxTilesPerBlock = 16;
+
+struct IndexerArgs {
+  const float* q;          // [M, nh, d]
+  const uint16_t* k_hi;    // fp16 [E, d]
+  const uint16_t* k_lo;    // fp16 [E, d]
+  const float* w;          // [M, nh]
+  const int32_t* visible;  // [M]
+  int64_t M, E;
+  int nh, d, tiles_per_block;
+  float scale;
+  float* scores;  // [M, E]
+  int32_t* err;
+};
+
+__global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint16_t* lo) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(k) + i);
+    const float x[4] = {v.x, v.y, v.z, v.w};
+    store_hi_lo(hi + 4 * i, lo + 4 * i, x);
+  }
+}
+
+// Grid: (query pair, entry range): consecutive blocks share the range's key tiles in L2.
+template <int KD>
+__global__ void __launch_bounds__(kThreads, 1) indexer_wgmma_kernel(IndexerArgs g) {
+#if DI_HAVE_WGMMA
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  const uint32_t sbase = smem_u32(smem);
+  unsigned char* qs = smem;                // [2 queries][hi, lo][KD][64 rows][128 B]
+  unsigned char* ks = smem + 2 * kQBytes;  // [2 stages][hi, lo][KD][128 rows][128 B]
+  float* red = reinterpret_cast<float*>(ks + 2 * kKStageBytes);
+
+  const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127, warp = wt >> 5, lane = tid & 31;
+  const int64_t q0 = int64_t{blockIdx.x} * 2, q = q0 + wg;
+  const int64_t e_begin = int64_t{blockIdx.y} * g.tiles_per_block * kTileE;
+  const int64_t e_end = min(g.E, e_begin + int64_t{g.tiles_per_block} * kTileE);
+  // Visible entries of the block's queries (a bad value is flagged and clamped, like the
+  // unfused path's reduction).
+  int64_t vis[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    int64_t v = 0;
+    if (q0 + i < g.M) {
+      v = g.visible[q0 + i];
+      if (v < 0 || v > g.E) {
+        if (blockIdx.y == 0 && tid == 0) flag_error(g.err, kErrIndexerVisible);
+        v = v < 0 ? 0 : g.E;
+      }
+    }
+    vis[i] = v;
+  }
+  const int64_t live_end = min(e_end, max(vis[0], vis[1]));
+  const int live =
+      live_end > e_begin ? static_cast<int>((live_end - e_begin + kTileE - 1) / kTileE) : 0;
+  const int64_t my_vis = vis[wg];
+
+  auto load_tile = [&](int t) {
+    unsigned char* st = ks + (t & 1) * kKStageBytes;
+    const int64_t e0 = e_begin + int64_t{t} * kTileE;
+    constexpr int kRowChunks = KD * 8, kChunks = 2 * kTileE * kRowChunks;
+#pragma unroll
+    for (int u = 0; u < kChunks / kThreads; ++u) {
+      const int i = u * kThreads + tid, hl = i / (kTileE * kRowChunks),
+                r = (i / kRowChunks) % kTileE;
+      const int c = i % kRowChunks, kd = c / 8, lc = c % 8;
+      const int64_t e = e0 + r;
+      const uint16_t* src = (hl ? g.k_lo : g.k_hi) + (e < g.E ? e : 0) * g.d + c * 8;
+      cp_async16(st + (hl * kMaxKd + kd) * kKSub + r * 128 + ((lc ^ (r & 7)) * 16), src, e < g.E);
+    }
+    cp_async_commit();
+  };
+
+  if (live > 0) {
+    load_tile(0);
+    // This warpgroup's query as fp16 hi / lo in the swizzled K-major layout (zero rows for
+    // padded heads or a missing query); all loads issue before the stores.
+    constexpr int kF4 = kHeads * KD * 16, kPer = kF4 / 128;
+    float4 v[kPer];
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int idx = u * 128 + wt, h = idx / (KD * 16), c4 = idx % (KD * 16);
+      v[u] = q < g.M && h < g.nh
+                 ? __ldg(reinterpret_cast<const float4*>(g.q + (q * g.nh + h) * g.d) + c4)
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    unsigned char* my_q = qs + wg * kQBytes;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int idx = u * 128 + wt, h = idx / (KD * 16), dim = (idx % (KD * 16)) * 4;
+      const int off =
+          (dim / 64) * kQSub + h * 128 + ((((dim % 64) / 8) ^ (h & 7)) * 16) + (dim % 8) * 2;
+      const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+      store_hi_lo(my_q + off, my_q + kMaxKd * kQSub + off, x);
+    }
+  }
+
+  // This thread's accumulator rows are heads h0 and h0 + 8.
+  const int h0 = warp * 16 + (lane >> 2), tq = lane & 3;
+  const float w0 = q < g.M && h0 < g.nh ? g.w[q * g.nh + h0] : 0.f;
+  const float w1 = q < g.M && h0 + 8 < g.nh ? g.w[q * g.nh + h0 + 8] : 0.f;
+  const bool b2 = lane & 4, b3 = lane & 8, b4 = lane & 16;
+  const int grp = (b2 ? 4 : 0) + (b3 ? 2 : 0) + (b4 ? 1 : 0);
+  const uint32_t qa = sbase + wg * kQBytes;
+  float s[64];
+  for (int t = 0; t < live; ++t) {
+    cp_async_wait_all();
+    fence_proxy_async_smem();  // the cp.async tiles and (t == 0) the query's st.shared
+    __syncthreads();           // everyone's parts landed; tile t - 1's MMAs are done
+    if (t + 1 < live) load_tile(t + 1);
+    const uint32_t st = sbase + 2 * kQBytes + (t & 1) * kKStageBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int kd = 0; kd < KD; ++kd)
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint32_t qo = qa + kd * kQSub + kk * 32, ko = st + kd * kKSub + kk * 32;
+        wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko), kd + kk > 0);
+        wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko + kMaxKd * kKSub), 1);
+        wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo + kMaxKd * kQSub), wgmma_desc_sw128(ko), 1);
+      }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operands(s);
+
+    // Column sums over this thread's two heads; s[4 j + {0, 1}] are head h0 at columns
+    // 8 j + 2 tq + {0, 1}, s[4 j + {2, 3}] head h0 + 8.
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+        v[2 * j + c] = w0 * fmaxf(s[4 * j + c], 0.f) + w1 * fmaxf(s[4 * j + 2 + c], 0.f);
+    // Sum over the 8 lanes of a column set (lane bits 2-4), halving the values each round:
+    // afterwards value i is column index c = i + 4 grp of the 32 (16 b2 + 8 b3 + 4 b4).
+    float r1[16], r2[8], r3[4];
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      r1[i] = (b2 ? v[i + 16] : v[i]) + __shfl_xor_sync(0xffffffffu, b2 ? v[i] : v[i + 16], 4);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      r2[i] = (b3 ? r1[i + 8] : r1[i]) + __shfl_xor_sync(0xffffffffu, b3 ? r1[i] : r1[i + 8], 8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      r3[i] = (b4 ? r2[i + 4] : r2[i]) + __shfl_xor_sync(0xffffffffu, b4 ? r2[i] : r2[i + 4], 16);
+    float* my_red = red + (wg * 2 + (t & 1)) * 4 * kTileE;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)  // c = 2 j + (i & 1) with j = 2 grp + i / 2
+      my_red[warp * kTileE + 16 * grp + 8 * (i >> 1) + 2 * tq + (i & 1)] = r3[i];
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");  // this warpgroup only
+    const int64_t e = e_begin + int64_t{t} * kTileE + wt;
+    if (q < g.M && e < e_end) {
+      const float sum =
+          my_red[wt] + my_red[kTileE + wt] + my_red[2 * kTileE + wt] + my_red[3 * kTileE + wt];
+      g.scores[q * g.E + e] = e < my_vis ? sum * g.scale : neg_inf();
+    }
+  }
+  // Entry tiles past both queries' visible entries.
+  const int64_t dead0 = e_begin + int64_t{live} * kTileE;
+  if (q < g.M)
+    for (int64_t e = dead0 + wt; e < e_end; e += 128) g.scores[q * g.E + e] = neg_inf();
+#else
+  __trap();  // launched only on sm_90a devices (wgmma_available)
+#endif
+}
+
+}  // namespace
+
+bool indexer_wgmma_supported(int64_t nh, int64_t d) {
+  return nh >= 1 && nh <= kHeads && (d == 64 || d == 128);
+}
+
+cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int64_t nh, int64_t d,
+                                 int64_t E, const float* w, float scale, const int32_t* visible,
+                                 uint16_t* k_halves, float* scores, int sms, int32_t* err,
+                                 cudaStream_t stream) {
+  if (M <= 0 || E <= 0) return cudaSuccess;
+  if (!indexer_wgmma_supported(nh, d)) return cudaErrorInvalidValue;
+  uint16_t* k_hi = k_halves;
+  uint16_t* k_lo = k_halves + E * d;
+  const int64_t n4 = E * d / 4;
+  keys_hi_lo_kernel<<<blocks_for(n4, 256), 256, 0, stream>>>(k, n4, k_hi, k_lo);
+  // Entry tiles per block: enough blocks for ~4 per SM, at most 16 tiles each.
+  const int64_t tiles = (E + kTileE - 1) / kTileE, pairs = (M + 1) / 2;
+  const int64_t tpb = std::max<int64_t>(
+      1, std::min<int64_t>({kMaxTilesPerBlock, tiles, pairs * tiles / (4 * sms)}));
+  const int64_t ranges = (tiles + tpb - 1) / tpb;
+  if (pairs > 0x7fffffff || ranges > 65535) return cudaErrorInvalidValue;
+  const IndexerArgs a{q,
+                      k_hi,
+                      k_lo,
+                      w,
+                      visible,
+                      M,
+                      E,
+                      static_cast<int>(nh),
+                      static_cast<int>(d),
+                      static_cast<int>(tpb),
+                      scale,
+                      scores,
+                      err};
+  const dim3 grid(static_cast<unsigned>(pairs), static_cast<unsigned>(ranges));
+  if (d == 128) {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(indexer_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kSmemBytes));
+    if (attr != cudaSuccess) return attr;
+    indexer_wgmma_kernel<2><<<grid, kThreads, kSmemBytes, stream>>>(a);
+  } else {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(indexer_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kSmemBytes));
+    if (attr != cudaSuccess) return attr;
+    indexer_wgmma_kernel<1><<<grid, kThreads, kSmemBytes, stream>>>(a);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace deepinfer::cuda
