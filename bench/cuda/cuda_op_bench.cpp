@@ -1,7 +1,8 @@
 // Micro-benchmark of a few CUDA backend ops at decode / prefill shapes, each printed next to its
 // memory roofline (bytes moved / 4.3 TB/s, the copy rate measured on an H200 here). Ops are
 // timed one at a time from the host (launch gaps included), so small ops read high.
-//   cuda_op_bench            (needs a GPU; exits 0 with a note when there is none)
+//   cuda_op_bench [section...]   (needs a GPU; exits 0 with a note when there is none)
+// Sections: matmul, split, invariance, attention, indexer, experts, topk (default: all).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -96,7 +98,11 @@ void row(const char* what, double sec, double bytes) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::vector<std::string> only(argv + 1, argv + argc);
+  const auto want = [&](const char* section) {
+    return only.empty() || std::find(only.begin(), only.end(), section) != only.end();
+  };
   if (cuda::list_devices().empty()) {
     std::printf("cuda_op_bench: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
     return 0;
@@ -106,95 +112,104 @@ int main() {
   // bf16 GEMM: the weight read dominates at decode sizes. V4-Flash's products: wo_b (4096 x
   // 8192), wq_b (32768 x 1024), a CSA layer's fused input projections (2560 x 4096), the MoE
   // block's router + shared gate / up (4352 x 4096).
-  for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
-           {4096, 4096}, {16384, 4096}, {4096, 8192}, {32768, 1024}, {2560, 4096}, {4352, 4096}}) {
-    Tensor w = random_dev(*g, {N, K}, DType::kBF16, 1);
-    for (int64_t M : {1, 8, 64, 256}) {
-      Tensor x = random_dev(*g, {M, K}, DType::kF32, 2);
-      Tensor out = g->empty({M, N});
-      const double s = time_op([&] { g->matmul(x, w, out); });
-      if (M == 256) std::printf("%-44s %10.1f TFLOP/s\n", "", 2.0 * M * N * K / s / 1e12);
-      char name[96];
-      std::snprintf(name, sizeof name, "matmul bf16 M=%lld N=%lld K=%lld", (long long)M,
-                    (long long)N, (long long)K);
-      row(name, s, N * K * 2.0 + M * K * 4.0 + M * N * 4.0);
+  if (want("matmul"))
+    for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{{4096, 4096},
+                                                                {16384, 4096},
+                                                                {4096, 8192},
+                                                                {32768, 1024},
+                                                                {2560, 4096},
+                                                                {4352, 4096}}) {
+      Tensor w = random_dev(*g, {N, K}, DType::kBF16, 1);
+      for (int64_t M : {1, 8, 64, 256}) {
+        Tensor x = random_dev(*g, {M, K}, DType::kF32, 2);
+        Tensor out = g->empty({M, N});
+        const double s = time_op([&] { g->matmul(x, w, out); });
+        if (M == 256) std::printf("%-44s %10.1f TFLOP/s\n", "", 2.0 * M * N * K / s / 1e12);
+        char name[96];
+        std::snprintf(name, sizeof name, "matmul bf16 M=%lld N=%lld K=%lld", (long long)M,
+                      (long long)N, (long long)K);
+        row(name, s, N * K * 2.0 + M * K * 4.0 + M * N * 4.0);
+      }
     }
-  }
   // The same products with K split for different one-row block targets (kernels.h), device
   // time in a graph (the cast of x to bf16 included), microseconds. Consecutive calls read
   // different copies of the weights, >= 200 MB apart, so they come from HBM as in a model step
   // (one matrix called back to back would be served by the 50 MB L2).
-  const std::vector<int64_t> targets{0, 264, 528, 792, 1584, 3168};
-  std::printf("dense split sweep (us per matmul in a graph); target one-row blocks:");
-  for (int64_t t : targets) std::printf(" %7lld", (long long)t);
-  std::printf("   roofline\n");
-  for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
-           {4096, 4096}, {4096, 8192}, {2560, 4096}, {4352, 4096}, {1024, 4096}, {512, 4096}}) {
-    const int64_t copies = (200 * (int64_t{1} << 20) + N * K * 2 - 1) / (N * K * 2);
-    std::vector<Tensor> ws;
-    for (int64_t c = 0; c < std::min<int64_t>(copies, 20); ++c)
-      ws.push_back(random_dev(*g, {N, K}, DType::kBF16, 1 + c));
-    for (int64_t M : {1, 8, 64, 256}) {
-      Tensor x = random_dev(*g, {M, K}, DType::kF32, 2);
-      Tensor out = g->empty({M, N});
-      std::printf("  N=%5lld K=%5lld M=%3lld splits:", (long long)N, (long long)K, (long long)M);
-      std::vector<double> us;
-      for (int64_t t : targets) {
-        cuda::set_dense_split_target(t);
-        std::printf(" %2d", cuda::dense_gemm_split(N, K, 1).splits);
-        size_t call = 0;
-        us.push_back(time_graph(*g, [&] { g->matmul(x, ws[call++ % ws.size()], out); }) * 1e6);
+  if (want("split")) {
+    const std::vector<int64_t> targets{0, 264, 528, 792, 1584, 3168};
+    std::printf("dense split sweep (us per matmul in a graph); target one-row blocks:");
+    for (int64_t t : targets) std::printf(" %7lld", (long long)t);
+    std::printf("   roofline\n");
+    for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
+             {4096, 4096}, {4096, 8192}, {2560, 4096}, {4352, 4096}, {1024, 4096}, {512, 4096}}) {
+      const int64_t copies = (200 * (int64_t{1} << 20) + N * K * 2 - 1) / (N * K * 2);
+      std::vector<Tensor> ws;
+      for (int64_t c = 0; c < std::min<int64_t>(copies, 20); ++c)
+        ws.push_back(random_dev(*g, {N, K}, DType::kBF16, 1 + c));
+      for (int64_t M : {1, 8, 64, 256}) {
+        Tensor x = random_dev(*g, {M, K}, DType::kF32, 2);
+        Tensor out = g->empty({M, N});
+        std::printf("  N=%5lld K=%5lld M=%3lld splits:", (long long)N, (long long)K, (long long)M);
+        std::vector<double> us;
+        for (int64_t t : targets) {
+          cuda::set_dense_split_target(t);
+          std::printf(" %2d", cuda::dense_gemm_split(N, K, 1).splits);
+          size_t call = 0;
+          us.push_back(time_graph(*g, [&] { g->matmul(x, ws[call++ % ws.size()], out); }) * 1e6);
+        }
+        std::printf("  us:");
+        for (double u : us) std::printf(" %7.2f", u);
+        std::printf("   %7.2f\n", (N * K * 2.0 + M * K * 4.0 + M * N * 4.0) / kBandwidth * 1e6);
       }
-      std::printf("  us:");
-      for (double u : us) std::printf(" %7.2f", u);
-      std::printf("   %7.2f\n", (N * K * 2.0 + M * K * 4.0 + M * N * 4.0) / kBandwidth * 1e6);
     }
+    cuda::set_dense_split_target(cuda::kDenseSplitTargetBlocks);
   }
-  cuda::set_dense_split_target(cuda::kDenseSplitTargetBlocks);
   // Does a row's product depend on how many rows share the matmul? (the engine's determinism
   // per seq_seed needs it not to): row 0 alone vs inside batches, bitwise, at model shapes.
-  for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
-           {4096, 8192}, {32768, 1024}, {2560, 4096}, {4352, 4096}, {129280, 4096}}) {
-    Tensor w = random_dev(*g, {N, K}, DType::kBF16, 21);
-    Tensor x = random_dev(*g, {256, K}, DType::kF32, 22);
-    std::vector<float> alone(N), batched(N);
-    Tensor out1 = g->empty({1, N});
-    g->matmul(x.view().slice_rows(0, 1), w, out1);
-    g->download(out1, alone.data());
-    std::printf("matmul N=%lld K=%lld row 0 alone vs batched:", (long long)N, (long long)K);
-    for (int64_t M : {2, 8, 64, 256}) {
-      Tensor outM = g->empty({M, N});
-      g->matmul(x.view().slice_rows(0, M), w, outM);
-      g->download(outM.view().slice_rows(0, 1), batched.data());
-      int64_t differ = 0;
-      for (int64_t i = 0; i < N; ++i) differ += alone[i] != batched[i];
-      std::printf("  M=%lld: %lld differ", (long long)M, (long long)differ);
+  if (want("invariance"))
+    for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
+             {4096, 8192}, {32768, 1024}, {2560, 4096}, {4352, 4096}, {129280, 4096}}) {
+      Tensor w = random_dev(*g, {N, K}, DType::kBF16, 21);
+      Tensor x = random_dev(*g, {256, K}, DType::kF32, 22);
+      std::vector<float> alone(N), batched(N);
+      Tensor out1 = g->empty({1, N});
+      g->matmul(x.view().slice_rows(0, 1), w, out1);
+      g->download(out1, alone.data());
+      std::printf("matmul N=%lld K=%lld row 0 alone vs batched:", (long long)N, (long long)K);
+      for (int64_t M : {2, 8, 64, 256}) {
+        Tensor outM = g->empty({M, N});
+        g->matmul(x.view().slice_rows(0, M), w, outM);
+        g->download(outM.view().slice_rows(0, 1), batched.data());
+        int64_t differ = 0;
+        for (int64_t i = 0; i < N; ++i) differ += alone[i] != batched[i];
+        std::printf("  M=%lld: %lld differ", (long long)M, (long long)differ);
+      }
+      std::printf("\n");
     }
-    std::printf("\n");
-  }
   // Attention, 64 heads of 512: window 128 + 512 selected compressed entries per query.
-  for (int64_t M : {1, 8, 64, 256, 4096}) {
-    const int64_t H = 64, hd = 512, W = 128, E = 16384, K = 512;
-    Tensor q = random_dev(*g, {M, H, hd}, DType::kF32, 3);
-    Tensor win = random_dev(*g, {W - 1 + M, hd}, DType::kF32, 4);
-    Tensor comp = random_dev(*g, {E, hd}, DType::kF32, 5);
-    Tensor sinks = random_dev(*g, {H}, DType::kF32, 6);
-    std::vector<int32_t> idx(M * K);
-    for (int64_t j = 0; j < M * K; ++j) idx[j] = static_cast<int32_t>((j * 7919) % E);
-    Tensor didx = g->empty({M, K}, DType::kI32);
-    g->upload(idx.data(), didx);
-    Tensor out = g->empty({M, H, hd});
-    const double s =
-        time_op([&] { g->attention(q, win, W, comp, didx, TensorView(), sinks, 0.04f, out); });
-    char name[96];
-    std::snprintf(name, sizeof name, "attention H=64 hd=512 keys=128+512 M=%lld", (long long)M);
-    const double flops = 4.0 * M * H * (W + K) * hd;
-    row(name, s, M * (W + K) * hd * 4.0 + 2 * M * H * hd * 4.0);
-    std::printf("%-44s %10.1f TFLOP/s\n", "", flops / s / 1e12);
-  }
+  if (want("attention"))
+    for (int64_t M : {1, 8, 64, 256, 4096}) {
+      const int64_t H = 64, hd = 512, W = 128, E = 16384, K = 512;
+      Tensor q = random_dev(*g, {M, H, hd}, DType::kF32, 3);
+      Tensor win = random_dev(*g, {W - 1 + M, hd}, DType::kF32, 4);
+      Tensor comp = random_dev(*g, {E, hd}, DType::kF32, 5);
+      Tensor sinks = random_dev(*g, {H}, DType::kF32, 6);
+      std::vector<int32_t> idx(M * K);
+      for (int64_t j = 0; j < M * K; ++j) idx[j] = static_cast<int32_t>((j * 7919) % E);
+      Tensor didx = g->empty({M, K}, DType::kI32);
+      g->upload(idx.data(), didx);
+      Tensor out = g->empty({M, H, hd});
+      const double s =
+          time_op([&] { g->attention(q, win, W, comp, didx, TensorView(), sinks, 0.04f, out); });
+      char name[96];
+      std::snprintf(name, sizeof name, "attention H=64 hd=512 keys=128+512 M=%lld", (long long)M);
+      const double flops = 4.0 * M * H * (W + K) * hd;
+      row(name, s, M * (W + K) * hd * 4.0 + 2 * M * H * hd * 4.0);
+      std::printf("%-44s %10.1f TFLOP/s\n", "", flops / s / 1e12);
+    }
   // One decode query (M = 1), 64 heads of 512: how the time grows with the keys it sees (the
   // window's 128, then a prefix of compressed entries as HCA sees them, then CSA's 512 picks).
-  {
+  if (want("attention")) {
     const int64_t H = 64, hd = 512, W = 128, E = 2048;
     Tensor q = random_dev(*g, {1, H, hd}, DType::kF32, 3);
     Tensor win = random_dev(*g, {W, hd}, DType::kF32, 4);
@@ -223,29 +238,31 @@ int main() {
   }
   // Indexer scores at 64k context (16k compressed entries), 64 heads of 128, every entry
   // visible: the fused wgmma kernel and the fp32 GEMM + reduction it replaces.
-  for (int64_t M : {1, 64, 256, 4096}) {
-    const int64_t E = 16384, nh = 64, d = 128;
-    Tensor q = random_dev(*g, {M, nh, d}, DType::kF32, 8);
-    Tensor k = random_dev(*g, {E, d}, DType::kF32, 9);
-    Tensor w = random_dev(*g, {M, nh}, DType::kF32, 10);
-    std::vector<int32_t> vis(M, static_cast<int32_t>(E));
-    Tensor dvis = g->empty({M}, DType::kI32);
-    g->upload(vis.data(), dvis);
-    Tensor scores = g->empty({M, E});
-    for (bool wgmma : {true, false}) {
-      if (!set_cuda_wgmma(*g, wgmma) && wgmma) continue;
-      const double t = time_op([&] { g->indexer_scores(q, k, w, 0.01f, dvis, scores); },
-                               M >= 256 ? 3 : 20, M >= 256 ? 3 : 7);
-      char name[96];
-      std::snprintf(name, sizeof name, "indexer_scores E=16384 nh=64 d=128 M=%lld %s", (long long)M,
-                    wgmma ? "wgmma" : "gemm");
-      row(name, t, E * d * 4.0 + M * E * 4.0);
-      std::printf("%-44s %10.1f TFLOP/s (fp32-equivalent)\n", "", 2.0 * M * nh * E * d / t / 1e12);
+  if (want("indexer"))
+    for (int64_t M : {1, 64, 256, 4096}) {
+      const int64_t E = 16384, nh = 64, d = 128;
+      Tensor q = random_dev(*g, {M, nh, d}, DType::kF32, 8);
+      Tensor k = random_dev(*g, {E, d}, DType::kF32, 9);
+      Tensor w = random_dev(*g, {M, nh}, DType::kF32, 10);
+      std::vector<int32_t> vis(M, static_cast<int32_t>(E));
+      Tensor dvis = g->empty({M}, DType::kI32);
+      g->upload(vis.data(), dvis);
+      Tensor scores = g->empty({M, E});
+      for (bool wgmma : {true, false}) {
+        if (!set_cuda_wgmma(*g, wgmma) && wgmma) continue;
+        const double t = time_op([&] { g->indexer_scores(q, k, w, 0.01f, dvis, scores); },
+                                 M >= 256 ? 3 : 20, M >= 256 ? 3 : 7);
+        char name[96];
+        std::snprintf(name, sizeof name, "indexer_scores E=16384 nh=64 d=128 M=%lld %s",
+                      (long long)M, wgmma ? "wgmma" : "gemm");
+        row(name, t, E * d * 4.0 + M * E * 4.0);
+        std::printf("%-44s %10.1f TFLOP/s (fp32-equivalent)\n", "",
+                    2.0 * M * nh * E * d / t / 1e12);
+      }
+      set_cuda_wgmma(*g, true);
     }
-    set_cuda_wgmma(*g, true);
-  }
   // Routed experts, V4-Flash shapes: 256 experts, top-6, D 4096, I 2048.
-  {
+  if (want("experts")) {
     const int64_t E = 256, D = 4096, I = 2048, k = 6;
     Tensor w1 = random_dev(*g, {E, I, D}, DType::kBF16, 11);
     Tensor w3 = random_dev(*g, {E, I, D}, DType::kBF16, 12);
@@ -287,14 +304,15 @@ int main() {
     }
   }
   // Indexer top-k at 64k context (16k compressed entries), k = 512.
-  for (int64_t M : {1, 64}) {
-    const int64_t N = 16384;
-    Tensor s = random_dev(*g, {M, N}, DType::kF32, 7);
-    Tensor idx = g->empty({M, 512}, DType::kI32);
-    const double t = time_op([&] { g->topk(s, 512, idx); });
-    char name[96];
-    std::snprintf(name, sizeof name, "topk k=512 of N=%lld, M=%lld", (long long)N, (long long)M);
-    row(name, t, M * N * 4.0);
-  }
+  if (want("topk"))
+    for (int64_t M : {1, 64}) {
+      const int64_t N = 16384;
+      Tensor s = random_dev(*g, {M, N}, DType::kF32, 7);
+      Tensor idx = g->empty({M, 512}, DType::kI32);
+      const double t = time_op([&] { g->topk(s, 512, idx); });
+      char name[96];
+      std::snprintf(name, sizeof name, "topk k=512 of N=%lld, M=%lld", (long long)N, (long long)M);
+      row(name, t, M * N * 4.0);
+    }
   return 0;
 }
