@@ -87,15 +87,17 @@ TEST_F(Attn, AttentionMatchesCpu) {
 
 // Prefill-sized calls (1100 queries of 64 heads) run blocks of two 16-head groups: their rows are
 // bitwise what a 200-row call gives them (one group per block; both many enough not to split
-// keys), and match the CPU (hd 64; 512 is the V4-Flash shape, GPU only: the CPU reference would
-// take minutes).
+// keys) and what a one-row call gives (a decode-sized grid), and match the CPU
+// (hd 64; 512 is the V4-Flash shape, GPU only: the CPU reference would take minutes).
 TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
   SEED_TRACE();
-  const int64_t M = 1100, H = 64, window = 128, E = 300, K = 64, S = 200;
+  // Keys per query <= 128: one key split at every call size, so the rows can match bitwise.
+  const int64_t M = 1100, H = 64, window = 96, E = 300, K = 32, S = 200;
   const int sms = cuda::list_devices().at(0).multiprocessors;
   ASSERT_EQ(2, cuda::attention_groups_per_block(M, H, sms));
   ASSERT_EQ(1, cuda::attention_groups_per_block(S, H, sms));
   ASSERT_EQ(1, cuda::attention_splits(S, H, window + K, sms));
+  ASSERT_EQ(1, cuda::attention_splits(1, H, window + K, sms));
   for (int64_t hd : {64, 512}) {
     Rng rng;
     const Tensor q = rand_host(rng, {M, H, hd}), win = rand_host(rng, {M, hd});
@@ -122,6 +124,14 @@ TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
       EXPECT_EQ(0, std::memcmp(to_host(*gpu, part).data_as<float>(),
                                got.data_as<float>() + r0 * H * hd, S * H * hd * sizeof(float)))
           << "hd " << hd << ": rows from " << r0 << " differ from theirs in the full call";
+    }
+    for (int64_t r : {int64_t{0}, int64_t{450}, M - 1}) {
+      Tensor one = dev_poisoned(*gpu, {1, H, hd});
+      gpu->attention(dq.view().slice_rows(r, r + 1), dwin.view().slice_rows(0, r + 1), window,
+                     dcomp, didx.view().slice_rows(r, r + 1), TensorView(), dsinks, scale, one);
+      EXPECT_EQ(0, std::memcmp(to_host(*gpu, one).data_as<float>(),
+                               got.data_as<float>() + r * H * hd, H * hd * sizeof(float)))
+          << "hd " << hd << ": row " << r << " alone differs from itself in the full call";
     }
   }
 }
