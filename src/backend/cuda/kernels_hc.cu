@@ -20,9 +20,8 @@ constexpr int kMixChunk = 128;  // row elements per chunk
 
 // Block (kRows rows, chunk): each thread computes kRowsPerThread rows x kMixPerThread fn rows
 // (or, one task per row group, the sums of squares), sequential FMA chains over the chunk. The
-// decode shape (16 rows, 4 x 1) keeps many small blocks; the prefill shape (128 rows, 4 x 4)
-// needs 0.4 shared loads per FMA instead of 1.25, the decode shape's limit at thousands of rows.
-// Every output is the same chain in both, so the bits are too.
+// decode shape (16 rows, 4 x 1) keeps many small blocks; prefill rows take hc_mix_wide_kernel,
+// whose chains are the same, so the bits are too.
 template <int kRows, int kRowsPerThread, int kMixPerThread>
 __global__ void __launch_bounds__(kThreads)
     hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
@@ -110,6 +109,115 @@ __global__ void __launch_bounds__(kThreads)
         if (g + i * kGroups < rows && c < nj)
           partial[((r0 + g + i * kGroups) * nchunks + blockIdx.y) * (nmix + 1) + j0 + c] =
               acc[i][c];
+  }
+}
+
+// Prefill rows (hc_mix_partial_kernel's outputs, the same FMA chains: k in order from zero):
+// 128-row blocks, each thread 4 rows (g, g + 32, g + 64, g + 96) x 3 fn rows read as float4
+// along k, so one shared load feeds 12 FMAs where the scalar 4 x 4 tiles' fed 2 (they ran at
+// ~9 TFLOP/s, bound by shared-load issue and latency); a warp's lanes share their fn rows
+// (broadcast) and read rows 4 banks apart (ld = 132). Sums of squares: thread r < 128, row r.
+constexpr int kWideRows = 128, kWideMix = 3, kWideLd = kMixChunk + 4;
+
+size_t mix_wide_smem(int nmix) {
+  return static_cast<size_t>(kWideRows + nmix) * kWideLd * sizeof(float);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    hc_mix_wide_kernel(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
+                       float* partial) {
+  extern __shared__ __align__(16) float sm[];
+  float* xs = sm;                        // [kWideRows][kWideLd]
+  float* fs = sm + kWideRows * kWideLd;  // [nmix][kWideLd]
+  const int64_t r0 = int64_t{blockIdx.x} * kWideRows;
+  const int64_t c0 = int64_t{blockIdx.y} * kMixChunk;
+  const int rows = static_cast<int>(M - r0 < kWideRows ? M - r0 : kWideRows);
+  const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
+  const int srcs = kWideRows + nmix;  // staged rows: x's, then fn's
+  auto src_row = [&](int r) -> const float* {
+    return r < kWideRows ? (r < rows ? X + (r0 + r) * W + c0 : nullptr)
+                         : fn + (r - kWideRows) * W + c0;
+  };
+  const bool vec = len == kMixChunk && W % 4 == 0 && (reinterpret_cast<uintptr_t>(X) & 15) == 0 &&
+                   (reinterpret_cast<uintptr_t>(fn) & 15) == 0;
+  if (vec) {
+    constexpr int kBatch = 10, kPerRow = kMixChunk / 4;
+    const int total = srcs * kPerRow;
+    for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kThreads + threadIdx.x;
+        const float* s = i < total ? src_row(i / kPerRow) : nullptr;
+        v[u] = s ? __ldg(reinterpret_cast<const float4*>(s) + i % kPerRow)
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kThreads + threadIdx.x;
+        if (i < total)
+          *reinterpret_cast<float4*>(sm + (i / kPerRow) * kWideLd + (i % kPerRow) * 4) = v[u];
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < srcs * kMixChunk; i += kThreads) {
+      const int r = i / kMixChunk, k = i % kMixChunk;
+      const float* s = src_row(r);
+      sm[r * kWideLd + k] = s && k < len ? __ldg(s + k) : 0.f;
+    }
+  }
+  __syncthreads();
+  const int64_t nchunks = gridDim.y;
+  float* out =
+      partial + blockIdx.y * static_cast<int64_t>(nmix + 1);  // + row * nchunks * (nmix + 1)
+  const int64_t row_stride = nchunks * (nmix + 1);
+  const int mix_groups = (nmix + kWideMix - 1) / kWideMix;
+  for (int t = threadIdx.x; t < 32 * mix_groups; t += kThreads) {
+    const int g = t % 32, j0 = (t / 32) * kWideMix;
+    const int nj = nmix - j0 < kWideMix ? nmix - j0 : kWideMix;
+    const float* x = xs + g * kWideLd;  // row i of the thread: x + 32 i kWideLd
+    const float* f[kWideMix];
+#pragma unroll
+    for (int c = 0; c < kWideMix; ++c) f[c] = fs + (c < nj ? j0 + c : j0) * kWideLd;
+    float acc[4][kWideMix];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int c = 0; c < kWideMix; ++c) acc[i][c] = 0.f;
+    for (int k = 0; k < kMixChunk; k += 4) {
+      float4 xv[4], fv[kWideMix];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        xv[i] = *reinterpret_cast<const float4*>(x + i * 32 * kWideLd + k);
+#pragma unroll
+      for (int c = 0; c < kWideMix; ++c) fv[c] = *reinterpret_cast<const float4*>(f[c] + k);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < kWideMix; ++c) {
+          acc[i][c] = fmaf(xv[i].x, fv[c].x, acc[i][c]);
+          acc[i][c] = fmaf(xv[i].y, fv[c].y, acc[i][c]);
+          acc[i][c] = fmaf(xv[i].z, fv[c].z, acc[i][c]);
+          acc[i][c] = fmaf(xv[i].w, fv[c].w, acc[i][c]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int c = 0; c < kWideMix; ++c)
+        if (g + 32 * i < rows && c < nj) out[(r0 + g + 32 * i) * row_stride + j0 + c] = acc[i][c];
+  }
+  if (threadIdx.x < rows) {
+    const float* x = xs + threadIdx.x * kWideLd;
+    float acc = 0.f;
+    for (int k = 0; k < kMixChunk; k += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(x + k);
+      acc = fmaf(v.x, v.x, acc);
+      acc = fmaf(v.y, v.y, acc);
+      acc = fmaf(v.z, v.z, acc);
+      acc = fmaf(v.w, v.w, acc);
+    }
+    out[(r0 + threadIdx.x) * row_stride + nmix] = acc;
   }
 }
 
@@ -361,7 +469,15 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
   *nchunks = static_cast<int>(chunks);
   // Up to a decode batch's rows: small blocks, so a few rows still spread over the device.
   if (M <= 256) return launch_mix_shape<16, 4, 1>(X, M, W, fn, nmix, partial, chunks, stream);
-  return launch_mix_shape<128, 4, 4>(X, M, W, fn, nmix, partial, chunks, stream);
+  const int64_t tiles = (M + kWideRows - 1) / kWideRows;
+  if (tiles > INT_MAX) return cudaErrorInvalidValue;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(hc_mix_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(mix_wide_smem(kMaxMix)));
+  if (attr != cudaSuccess) return attr;
+  hc_mix_wide_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)), kThreads,
+                       mix_wide_smem(nmix), stream>>>(X, M, W, fn, nmix, partial);
+  return cudaGetLastError();
 }
 
 }  // namespace
