@@ -87,8 +87,9 @@ TEST_F(Attn, AttentionMatchesCpu) {
 
 // Prefill-sized calls (1100 queries of 64 heads) run blocks of two 16-head groups: their rows are
 // bitwise what a 200-row call gives them (one group per block; both many enough not to split
-// keys) and what a one-row call gives (a decode-sized grid), and match the CPU
-// (hd 64; 512 is the V4-Flash shape, GPU only: the CPU reference would take minutes).
+// keys) and what a one-row call gives (a decode-sized grid), whether their keys were split to
+// fp16 once for the call (prefill segments) or per chunk (decode rows beside them), and match the
+// CPU (hd 64; 512 is the V4-Flash shape, GPU only: the CPU reference would take minutes).
 TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
   SEED_TRACE();
   // Keys per query <= 128: one key split at every call size, so the rows can match bitwise.
@@ -133,6 +134,27 @@ TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
                                got.data_as<float>() + r * H * hd, H * hd * sizeof(float)))
           << "hd " << hd << ": row " << r << " alone differs from itself in the full call";
     }
+    // One call of the prefill segment (its keys split to fp16 once) and a decode-like row of
+    // its own (fp32 keys converted per chunk, in the same two-group blocks): the same bits.
+    const int64_t r = 450;
+    Tensor q2 = host({M + 1, H, hd});
+    std::memcpy(q2.data_as<float>(), q.data_as<float>(), M * H * hd * sizeof(float));
+    std::memcpy(q2.data_as<float>() + M * H * hd, q.data_as<float>() + r * H * hd,
+                H * hd * sizeof(float));
+    const Tensor dq2 = to_dev(*gpu, q2);
+    const std::vector<Backend::AttentionSegment> segs{
+        {0, M, dwin, dcomp, didx, TensorView()},
+        {M, 1, dwin.view().slice_rows(0, r + 1), dcomp, didx.view().slice_rows(r, r + 1),
+         TensorView()}};
+    Tensor out2 = dev_poisoned(*gpu, {M + 1, H, hd});
+    gpu->attention_batch(dq2, segs, window, dsinks, scale, out2);
+    const Tensor got2 = to_host(*gpu, out2);
+    EXPECT_EQ(0,
+              std::memcmp(got2.data_as<float>(), got.data_as<float>(), M * H * hd * sizeof(float)))
+        << "hd " << hd << ": the prefill rows differ beside a decode row";
+    EXPECT_EQ(0, std::memcmp(got2.data_as<float>() + M * H * hd, got.data_as<float>() + r * H * hd,
+                             H * hd * sizeof(float)))
+        << "hd " << hd << ": the decode row differs from the same query in the prefill";
   }
 }
 

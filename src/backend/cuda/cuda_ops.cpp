@@ -128,6 +128,17 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   int64_t Kmax = 0, Emax = 0, blocks = 0, part_rows = 0;
   int first_splits = 0;
   bool uniform = true;  // every segment chose the same splits
+  // Two-group blocks of a prefill-sized segment read its keys split into fp16 hi / lo once here
+  // (each key serves up to a window of queries, or every query picking it) instead of
+  // converting them per query; the same halves reach the kernel's shared memory.
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  std::vector<std::shared_ptr<void>> split_holders;
+  const auto split = [&](const TensorView& t) -> const uint16_t* {
+    split_holders.push_back(scratch(static_cast<size_t>(t.numel()) * 2 * sizeof(uint16_t)));
+    auto* dst = static_cast<uint16_t*>(split_holders.back().get());
+    check(launch_split_keys(t.data_as<float>(), t.dim(0), hd, dst, ctx_->stream()), op);
+    return dst;
+  };
   for (const AttentionSegment& seg : segments) {
     const int64_t S = seg.count;
     expect(op, "win_kv", seg.win_kv, DType::kF32, {kAny, hd});
@@ -164,8 +175,17 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
       if (first_splits == 0) first_splits = splits;
       uniform = uniform && splits == first_splits;
     }
+    const uint16_t* win_h = nullptr;
+    const uint16_t* comp_h = nullptr;
+    if (groups_per_block == 2 && S >= kSplitKeysMinRows && hd % 8 == 0 &&
+        aligned(seg.win_kv.data()) && (E == 0 || aligned(seg.comp_kv.data()))) {
+      win_h = split(seg.win_kv);
+      if (E > 0) comp_h = split(seg.comp_kv);
+    }
     for (int64_t r = 0; r < S; ++r) {
       AttnRow& row = rows[seg.row0 + r];
+      row.win_h = win_h;
+      row.comp_h = comp_h;
       row.win = seg.win_kv.data_as<float>();
       row.comp = E > 0 ? seg.comp_kv.data_as<float>() : nullptr;
       row.idx = use_idx && K > 0 ? seg.comp_idx.data_as<int32_t>() + r * K : nullptr;

@@ -88,7 +88,18 @@ struct AttnRow {
   int64_t part_off;     // with splits > 1: its first partial slot (sum of earlier rows' splits)
   int32_t E, K;         // entries in comp; columns of idx
   int32_t splits;       // key splits of this row (1: written directly)
+  // The same keys already split into fp16 hi / lo (launch_split_keys; rows of 2 * hd halves:
+  // hi then lo), or null. Used by blocks that stream their keys (two-group blocks): they load
+  // the halves as they are instead of converting every chunk for every query.
+  const uint16_t* win_h;
+  const uint16_t* comp_h;
 };
+// Segments of at least this many query rows have their keys split for the kernel.
+inline constexpr int64_t kSplitKeysMinRows = 64;
+// dst row r = [hi(src[r]) | lo(src[r])] (fp16, half_split.cuh), for rows of hd floats (hd % 4 ==
+// 0, 16-byte aligned): the halves an attention row's keys take in shared memory.
+cudaError_t launch_split_keys(const float* src, int64_t rows, int64_t hd, uint16_t* dst,
+                              cudaStream_t stream);
 // Compacts idx of every row with one: the distinct entries >= 0 (entries >= E are flagged and
 // dropped), in row order, into list [M, Kmax] with count [M] (0 for rows without idx).
 // Emax: the most entries any row's comp has (sizes the first-occurrence table).

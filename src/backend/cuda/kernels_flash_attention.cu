@@ -18,6 +18,8 @@
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
+#include <algorithm>
+
 namespace deepinfer::cuda {
 
 namespace {
@@ -35,6 +37,8 @@ struct KeySet {
   const float* comp;
   const int32_t* list;  // the query's row, or null
   int64_t lo, nw, nc, hd;
+  const uint16_t* win_h;  // the rows as fp16 hi / lo (2 hd halves each), or null
+  const uint16_t* comp_h;
   // The list entry of key j (0 for window rows or without a list): loadable ahead of row_at.
   __device__ int32_t entry(int64_t j) const { return j >= nw && list ? list[j - nw] : 0; }
   __device__ const float* row_at(int64_t j, int32_t e) const {
@@ -42,12 +46,16 @@ struct KeySet {
     return comp + (list ? int64_t{e} : j - nw) * hd;
   }
   __device__ const float* row(int64_t j) const { return row_at(j, entry(j)); }
+  __device__ const uint16_t* halves_at(int64_t j, int32_t e) const {
+    if (j < nw) return win_h + (lo + j) * 2 * hd;
+    return comp_h + (list ? int64_t{e} : j - nw) * 2 * hd;
+  }
 };
 
 __device__ KeySet key_set(int64_t m, int64_t hd, const AttnRow& r, int64_t window,
                           const int32_t* list, const int32_t* count, int64_t Kmax, bool report,
                           int32_t* err) {
-  KeySet ks{r.win, r.comp, nullptr, 0, 0, 0, hd};
+  KeySet ks{r.win, r.comp, nullptr, 0, 0, 0, hd, r.win_h, r.comp_h};
   const int64_t hi = r.win_end;
   int64_t lo = hi - window;
   lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
@@ -105,9 +113,9 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
   constexpr int kThreads = kWarps * 32 * G, kBlockHeads = kHeads * G;
   constexpr int hdp = 32 * NT, ld = hdp + kPad, wdims = 8 * NT;
   extern __shared__ __align__(16) unsigned char smem[];
-  __half* qs = reinterpret_cast<__half*>(smem);                // [2][16 G][ld]: hi, lo
-  __half* ks = qs + 2 * kBlockHeads * ld;                      // [2][32][ld]: hi, lo
-  float* sp = reinterpret_cast<float*>(ks + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
+  __half* qs = reinterpret_cast<__half*>(smem);                 // [2][16 G][ld]: hi, lo
+  __half* ks0 = qs + 2 * kBlockHeads * ld;                      // [2][32][ld]: hi, lo
+  float* sp = reinterpret_cast<float*>(ks0 + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
   const float** kptr = reinterpret_cast<const float**>(sp + G * kWarps * 16 * 32);  // [2][32]
   float* raw = reinterpret_cast<float*>(kptr + 2 * kChunk);  // G == 2: [32][hdp] fp32 keys
 
@@ -171,22 +179,44 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
 
   // G == 2 with 16-byte key rows: the next chunk's fp32 keys stream into `raw` by cp.async while
   // this one computes, and the key list entries for the chunk after are loaded a chunk ahead
-  // (warp 0), so no global round trip sits between two chunks' tensor-core work. The same values
-  // reach ks either way.
+  // (warp 0), so no global round trip sits between two chunks' tensor-core work. With the keys
+  // already split (row.win_h: a prefill's keys serve many queries) the next chunk's halves
+  // stream straight into a second key buffer (`raw`), no conversion. The same values reach the
+  // key buffer every way.
   const bool pipe = G == 2 && vec4;
+  const bool halves = pipe && keys.win_h != nullptr && (hd & 7) == 0;
+  __half* ks1 = reinterpret_cast<__half*>(raw);
+  __half* ks = ks0;  // the chunk being computed
   const int d4 = col4 * 4;
   int32_t next_entry = 0;  // warp 0, pipe: list entry of key row c0 + 2 * kChunk + lane
   auto issue_chunk = [&](int buf) {
+    if (halves) {
+      // A key row's hdp / 4 16-byte chunks: hi's hdp / 8, then lo's.
+      __half* dst = buf ? ks1 : ks0;
+      const int hl = col4 / (hdp / 8), dim0 = (col4 % (hdp / 8)) * 8;
 #pragma unroll
-    for (int u = 0; u < kRowsPerThread; ++u) {
-      const int j = row0 + u * rstep;
-      const float* kr = kptr[buf * kChunk + j];
-      cp_async16(raw + j * hdp + d4, kr && d4 < hd ? kr + d4 : p.q, kr && d4 < hd);
+      for (int u = 0; u < kRowsPerThread; ++u) {
+        const int j = row0 + u * rstep;
+        const auto* kr = reinterpret_cast<const uint16_t*>(kptr[buf * kChunk + j]);
+        const bool ok = kr && dim0 < hd;
+        cp_async16(dst + (hl * kChunk + j) * ld + dim0,
+                   ok ? static_cast<const void*>(kr + hl * hd + dim0) : p.q, ok);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kRowsPerThread; ++u) {
+        const int j = row0 + u * rstep;
+        const float* kr = kptr[buf * kChunk + j];
+        cp_async16(raw + j * hdp + d4, kr && d4 < hd ? kr + d4 : p.q, kr && d4 < hd);
+      }
     }
     cp_async_commit();
   };
   auto load_entry = [&](int64_t j) { return j < j1 ? keys.entry(j) : 0; };
-  auto row_ptr = [&](int64_t j, int32_t e) { return j < j1 ? keys.row_at(j, e) : nullptr; };
+  auto row_ptr = [&](int64_t j, int32_t e) -> const float* {
+    if (j >= j1) return nullptr;
+    return halves ? reinterpret_cast<const float*>(keys.halves_at(j, e)) : keys.row_at(j, e);
+  };
   if (pipe && j0 < j1) {
     if (threadIdx.x < kChunk) {
       kptr[threadIdx.x] = row_ptr(j0 + threadIdx.x, load_entry(j0 + threadIdx.x));
@@ -199,7 +229,20 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
   int it = 0;
   for (int64_t c0 = j0; c0 < j1; c0 += kChunk, ++it) {
     const int cn = static_cast<int>(j1 - c0 < kChunk ? j1 - c0 : kChunk);
-    if (pipe) {
+    if (halves) {
+      cp_async_wait_all();
+      const int nb = (it + 1) & 1;
+      if (threadIdx.x < kChunk)
+        kptr[nb * kChunk + threadIdx.x] = row_ptr(c0 + kChunk + threadIdx.x, next_entry);
+      // This chunk has landed in its buffer, the other one's reads (the previous chunk) are
+      // done, and the next chunk's rows are known.
+      __syncthreads();
+      ks = it & 1 ? ks1 : ks0;
+      if (c0 + kChunk < j1) {
+        issue_chunk(nb);
+        if (threadIdx.x < kChunk) next_entry = load_entry(c0 + 2 * kChunk + threadIdx.x);
+      }
+    } else if (pipe) {
       cp_async_wait_all();
       __syncthreads();  // the chunk has landed; the previous chunk's ks reads are done
 #pragma unroll 4
@@ -412,9 +455,12 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
 template <int NT, int G>
 cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
   constexpr int ld = 32 * NT + kPad;
+  // G == 2: `raw`, the next chunk's fp32 keys or its halves (a second key buffer).
+  constexpr size_t raw_bytes =
+      std::max(kChunk * 32 * NT * sizeof(float), 2 * kChunk * ld * sizeof(__half));
   constexpr size_t bytes = 2 * (kHeads * G + kChunk) * ld * sizeof(__half) +
                            G * kWarps * 16 * 32 * 4 + 2 * kChunk * sizeof(const float*) +
-                           (G == 2 ? kChunk * 32 * NT * sizeof(float) : 0);
+                           (G == 2 ? raw_bytes : 0);
   static const cudaError_t attr =
       cudaFuncSetAttribute(flash_attention_kernel<NT, G>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
@@ -487,6 +533,30 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
   if (e != cudaSuccess || !any_split) return e;
   flash_attention_merge_kernel<<<static_cast<unsigned>(M * H), 128, 0, stream>>>(
       rows, p.part_o, p.part_ml, hd, sinks, H, out);
+  return cudaGetLastError();
+}
+
+namespace {
+
+__global__ void split_keys_kernel(const float* src, int64_t rows, int64_t hd4, uint16_t* dst) {
+  const int64_t n = rows * hd4;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / hd4, c = i % hd4;
+    const float4 v = __ldg(reinterpret_cast<const float4*>(src) + i);
+    const float x[4] = {v.x, v.y, v.z, v.w};
+    uint16_t* row = dst + r * 8 * hd4;  // 2 hd halves
+    store_hi_lo(row + 4 * c, row + 4 * (hd4 + c), x);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_split_keys(const float* src, int64_t rows, int64_t hd, uint16_t* dst,
+                              cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (hd % 4 != 0 || (reinterpret_cast<uintptr_t>(src) & 15) != 0) return cudaErrorInvalidValue;
+  split_keys_kernel<<<blocks_for(rows * hd / 4, 256), 256, 0, stream>>>(src, rows, hd / 4, dst);
   return cudaGetLastError();
 }
 
