@@ -307,20 +307,27 @@ __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
 // The same Sinkhorn sequence with one lane per element of the [hc, hc] matrix (hc * hc <= 32, the
 // whole warp calling): row and column sums are shuffles taken in the single-thread order, so
 // the results are bitwise those of sinkhorn() (which took ~25 us of one thread per row).
-__device__ float sinkhorn_warp(float v, int hc, int iters, float eps) {
+// kHc > 0 fixes hc at compile time (V4's 4): the shuffles of a sum then issue together instead
+// of one loop trip each, which took a decode row's Sinkhorn from ~10 us to a few.
+template <int kHc>
+__device__ float sinkhorn_warp(float v, int hc_runtime, int iters, float eps) {
+  const int hc = kHc > 0 ? kHc : hc_runtime;
   const int lane = threadIdx.x & 31, i = lane / hc, j = lane % hc;
   const unsigned full = 0xffffffffu;
   auto row_sum = [&](float x) {
     float s = 0.f;
+#pragma unroll
     for (int k = 0; k < hc; ++k) s += __shfl_sync(full, x, i * hc + k);
     return s;
   };
   auto col_sum = [&](float x) {
     float s = 0.f;
+#pragma unroll
     for (int k = 0; k < hc; ++k) s += __shfl_sync(full, x, k * hc + j);
     return s;
   };
   float mx = neg_inf();
+#pragma unroll
   for (int k = 0; k < hc; ++k) mx = fmaxf(mx, __shfl_sync(full, v, i * hc + k));
   v = expf(v - mx);
   v = v / row_sum(v) + eps;
@@ -362,30 +369,28 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* pa
     return;
   }
   row_mixes(partial, m, nchunks, nmix, nmix, W, norm_eps, mix);
+  if (threadIdx.x < hc) {
+    const int h = threadIdx.x;
+    pre[h] = sigmoidf_(mix[h] * scale[0] + base[h]) + hc_eps;
+    post[m * hc + h] = 2.f * sigmoidf_(mix[hc + h] * scale[1] + base[hc + h]);
+  }
+  __syncthreads();
+  collapse(x, pre, hc, D, d0, d1, collapsed + m * D);
+  // comb last: the other warps are done (and gone) while warp 0 runs the Sinkhorn rounds.
   if (hc * hc <= 32) {
     if (threadIdx.x < 32) {
       const int lane = threadIdx.x;
-      if (lane < hc) {
-        pre[lane] = sigmoidf_(mix[lane] * scale[0] + base[lane]) + hc_eps;
-        post[m * hc + lane] = 2.f * sigmoidf_(mix[hc + lane] * scale[1] + base[hc + lane]);
-      }
       const bool mine = lane < hc * hc;
       float v = mine ? mix[2 * hc + lane] * scale[2] + base[2 * hc + lane] : 0.f;
-      v = sinkhorn_warp(v, hc, iters, hc_eps);
+      v = hc == 4 ? sinkhorn_warp<4>(v, hc, iters, hc_eps) : sinkhorn_warp<0>(v, hc, iters, hc_eps);
       if (mine) comb[m * hc * hc + lane] = v;
     }
   } else if (threadIdx.x == 0) {
-    for (int h = 0; h < hc; ++h) {
-      pre[h] = sigmoidf_(mix[h] * scale[0] + base[h]) + hc_eps;
-      post[m * hc + h] = 2.f * sigmoidf_(mix[hc + h] * scale[1] + base[hc + h]);
-    }
     float* c = mix + 2 * hc;  // reuse the mix slots of comb in place
     for (int i = 0; i < hc * hc; ++i) c[i] = c[i] * scale[2] + base[2 * hc + i];
     sinkhorn(c, hc, iters, hc_eps);
     for (int i = 0; i < hc * hc; ++i) comb[m * hc * hc + i] = c[i];
   }
-  __syncthreads();
-  collapse(x, pre, hc, D, d0, d1, collapsed + m * D);
 }
 
 __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
