@@ -82,6 +82,10 @@ void expect2(const char* op, const char* name, const TensorView& t, DType a, DTy
              std::initializer_list<int64_t> shape);
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref);
+// 16-byte aligned (what vector loads and cp.async of a tensor's rows need).
+inline bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
 
 class CudaBackend final : public Backend {
  public:

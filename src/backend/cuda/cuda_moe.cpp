@@ -31,10 +31,9 @@ void CudaBackend::moe_experts(const TensorView& x, const TensorView& idx, const 
   expect_no_alias(op, "out", out, "x", x);
 
   if (M == 0 || k == 0 || D == 0) return;
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  const bool device_path = E <= kMaxPlanExperts && D % 8 == 0 && I % 8 == 0 && aligned(x.data()) &&
-                           aligned(experts.w1.data()) && aligned(experts.w3.data()) &&
-                           aligned(experts.w2.data());
+  const bool device_path = E <= kMaxPlanExperts && D % 8 == 0 && I % 8 == 0 &&
+                           aligned16(x.data()) && aligned16(experts.w1.data()) &&
+                           aligned16(experts.w3.data()) && aligned16(experts.w2.data());
   if (device_path)
     moe_experts_on_device(x, idx, weights, experts, limit, out);
   else

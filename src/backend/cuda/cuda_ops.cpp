@@ -131,7 +131,6 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   // Two-group blocks of a prefill-sized segment read its keys split into fp16 hi / lo once here
   // (each key serves up to a window of queries, or every query picking it) instead of
   // converting them per query; the same halves reach the kernel's shared memory.
-  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   std::vector<std::shared_ptr<void>> split_holders;
   const auto split = [&](const TensorView& t) -> const uint16_t* {
     split_holders.push_back(scratch(static_cast<size_t>(t.numel()) * 2 * sizeof(uint16_t)));
@@ -178,7 +177,7 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     const uint16_t* win_h = nullptr;
     const uint16_t* comp_h = nullptr;
     if (groups_per_block == 2 && S >= kSplitKeysMinRows && hd % 8 == 0 &&
-        aligned(seg.win_kv.data()) && (E == 0 || aligned(seg.comp_kv.data()))) {
+        aligned16(seg.win_kv.data()) && (E == 0 || aligned16(seg.comp_kv.data()))) {
       win_h = split(seg.win_kv);
       if (E > 0) comp_h = split(seg.comp_kv);
     }
@@ -246,9 +245,8 @@ void CudaBackend::indexer_scores(const TensorView& q, const TensorView& k, const
   expect(op, "visible", visible, DType::kI32, {M});
   expect(op, "scores", scores, DType::kF32, {M, E});
   if (M == 0 || E == 0) return;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (wgmma_ && indexer_wgmma_supported(nh, d) && aligned(q.data()) && aligned(k.data()) &&
-      aligned(w.data())) {
+  if (wgmma_ && indexer_wgmma_supported(nh, d) && aligned16(q.data()) && aligned16(k.data()) &&
+      aligned16(w.data())) {
     // Fused on tensor cores: the per-head products never reach memory.
     std::shared_ptr<void> halves = scratch(static_cast<size_t>(2 * E * d) * sizeof(uint16_t));
     check(launch_indexer_wgmma(q.data_as<float>(), k.data_as<float>(), M, nh, d, E,
