@@ -1,6 +1,7 @@
 // mHC, attention-side ops and the router: argument checks here, the work in the kernels.
 #include <algorithm>
 #include <climits>
+#include <unordered_map>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/kernels.h"
@@ -130,14 +131,34 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   bool uniform = true;  // every segment chose the same splits
   // Two-group blocks of a prefill-sized segment read its keys split into fp16 hi / lo once here
   // (each key serves up to a window of queries, or every query picking it) instead of
-  // converting them per query; the same halves reach the kernel's shared memory.
-  std::vector<std::shared_ptr<void>> split_holders;
-  const auto split = [&](const TensorView& t) -> const uint16_t* {
-    split_holders.push_back(scratch(static_cast<size_t>(t.numel()) * 2 * sizeof(uint16_t)));
-    auto* dst = static_cast<uint16_t*>(split_holders.back().get());
-    check(launch_split_keys(t.data_as<float>(), t.dim(0), hd, dst, ctx_->stream()), op);
-    return dst;
+  // converting them per query; the same halves reach the kernel's shared memory. Segments
+  // viewing one buffer (a long CSA prompt's row chunks: prefixes of its window rows, the same
+  // entries) share one split of the most rows any of them sees.
+  const auto keys_fit = [&](const TensorView& t) {
+    return t.ndim() == 2 && t.dim(1) == hd && aligned16(t.data());
   };
+  const auto splits_keys = [&](const AttentionSegment& seg) {
+    return groups_per_block == 2 && seg.count >= kSplitKeysMinRows && hd % 8 == 0 &&
+           given(seg.win_kv) && keys_fit(seg.win_kv) &&
+           (!given(seg.comp_kv) || keys_fit(seg.comp_kv));
+  };
+  struct Split {
+    int64_t rows = 0;
+    const uint16_t* halves = nullptr;
+  };
+  std::unordered_map<const void*, Split> split_of;  // by the first row's address
+  for (const AttentionSegment& seg : segments) {
+    if (!splits_keys(seg)) continue;
+    for (const TensorView* t : {&seg.win_kv, &seg.comp_kv})
+      if (given(*t)) split_of[t->data()].rows = std::max(split_of[t->data()].rows, t->dim(0));
+  }
+  std::vector<std::shared_ptr<void>> split_holders;
+  for (auto& [base, sp] : split_of) {
+    split_holders.push_back(scratch(static_cast<size_t>(sp.rows * hd) * 2 * sizeof(uint16_t)));
+    auto* dst = static_cast<uint16_t*>(split_holders.back().get());
+    check(launch_split_keys(static_cast<const float*>(base), sp.rows, hd, dst, ctx_->stream()), op);
+    sp.halves = dst;
+  }
   for (const AttentionSegment& seg : segments) {
     const int64_t S = seg.count;
     expect(op, "win_kv", seg.win_kv, DType::kF32, {kAny, hd});
@@ -176,10 +197,9 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     }
     const uint16_t* win_h = nullptr;
     const uint16_t* comp_h = nullptr;
-    if (groups_per_block == 2 && S >= kSplitKeysMinRows && hd % 8 == 0 &&
-        aligned16(seg.win_kv.data()) && (E == 0 || aligned16(seg.comp_kv.data()))) {
-      win_h = split(seg.win_kv);
-      if (E > 0) comp_h = split(seg.comp_kv);
+    if (splits_keys(seg)) {
+      win_h = split_of.at(seg.win_kv.data()).halves;
+      if (E > 0) comp_h = split_of.at(seg.comp_kv.data()).halves;
     }
     for (int64_t r = 0; r < S; ++r) {
       AttnRow& row = rows[seg.row0 + r];
