@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
   __half* ks0 = qs + 2 * kBlockHeads * ld;                      // [2][32][ld]: hi, lo
   float* sp = reinterpret_cast<float*>(ks0 + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
   const float** kptr = reinterpret_cast<const float**>(sp + G * kWarps * 16 * 32);  // [2][32]
-  float* raw = reinterpret_cast<float*>(kptr + 2 * kChunk);  // G == 2: [32][hdp] fp32 keys
+  float* raw = reinterpret_cast<float*>(kptr + 2 * kChunk);  // G == 2: fp32 keys / 2nd key buffer
 
   const int64_t m =
       p.blocks_per_row > 0 ? blockIdx.x / p.blocks_per_row : row_of_block(p.rows, p.M, blockIdx.x);
