@@ -134,8 +134,10 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   // converting them per query; the same halves reach the kernel's shared memory. Segments
   // viewing one buffer (a long CSA prompt's row chunks: prefixes of its window rows, the same
   // entries) share one split of the most rows any of them sees.
+  // This runs before the loop below validates the segments: a tensor that would fail there is
+  // never split (no conversion reads past it), and that check reports it.
   const auto keys_fit = [&](const TensorView& t) {
-    return t.ndim() == 2 && t.dim(1) == hd && aligned16(t.data());
+    return t.dtype() == DType::kF32 && t.ndim() == 2 && t.dim(1) == hd && aligned16(t.data());
   };
   const auto splits_keys = [&](const AttentionSegment& seg) {
     return groups_per_block == 2 && seg.count >= kSplitKeysMinRows && hd % 8 == 0 &&
