@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kThreads)
   const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
   // Staged in batches whose loads (non-coherent, so they cannot alias the shared stores) all
   // issue before the batch's stores: loads interleaved with stores went one round trip each.
-  constexpr int kBatch = kRows >= 128 ? 32 : 8;
+  constexpr int kBatch = 8;
   const int total = (kRows + nmix) * kMixChunk;
   for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
     float v[kBatch];
