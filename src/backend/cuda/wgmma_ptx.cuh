@@ -1,9 +1,8 @@
 // Thin wrappers over Hopper's warpgroup MMA PTX (wgmma, sm_90a only; C++17, nvcc only): shared
 // memory matrix descriptors for the 128-byte swizzled K-major tiles the expert GEMM and the
-// indexer stage, the
-// m64n256k16 bf16 and m64n128k16 fp16 MMAs with fp32 accumulation, and the fences and group waits
-// around it. Outside sm_90a every wrapper compiles to nothing (DI_HAVE_WGMMA is 0): callers check
-// it.
+// indexer stage, the m64n256k16 bf16 and m64n128k16 fp16 MMAs with fp32 accumulation, and the
+// fences and group waits around them. Outside sm_90a every wrapper compiles to nothing
+// (DI_HAVE_WGMMA is 0): callers check it.
 #pragma once
 
 #include <cuda_runtime.h>
