@@ -2,7 +2,7 @@
 // memory roofline (bytes moved / 4.3 TB/s, the copy rate measured on an H200 here). Ops are
 // timed one at a time from the host (launch gaps included), so small ops read high.
 //   cuda_op_bench [section...]   (needs a GPU; exits 0 with a note when there is none)
-// Sections: matmul, split, invariance, attention, indexer, experts, topk (default: all).
+// Sections: matmul, split, fp32x, invariance, attention, indexer, experts, topk (default: all).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -163,6 +163,37 @@ int main(int argc, char** argv) {
       }
     }
     cuda::set_dense_split_target(cuda::kDenseSplitTargetBlocks);
+  }
+  // Decode-sized products reading fp32 x themselves (launch_dense_gemm_f32) against the cast
+  // and the bf16-x product, device time in a graph, weight copies as above.
+  if (want("fp32x")) {
+    std::printf("fp32 x read by the product vs cast + product (us per matmul in a graph):\n");
+    for (auto [N, K] : std::vector<std::pair<int64_t, int64_t>>{
+             {4096, 8192}, {32768, 1024}, {2560, 4096}, {4352, 4096}, {4096, 2048}}) {
+      const int64_t copies = (200 * (int64_t{1} << 20) + N * K * 2 - 1) / (N * K * 2);
+      std::vector<Tensor> ws;
+      for (int64_t c = 0; c < std::min<int64_t>(copies, 20); ++c)
+        ws.push_back(random_dev(*g, {N, K}, DType::kBF16, 1 + c));
+      for (int64_t M : {1, 2, 8}) {
+        Tensor x = random_dev(*g, {M, K}, DType::kF32, 2);
+        Tensor out = g->empty({M, N});
+        double us[2];
+        for (int f32 = 0; f32 < 2; ++f32) {
+          cuda::set_dense_gemm_f32(f32 == 1);
+          size_t call = 0;
+          us[f32] = time_graph(*g, [&] { g->matmul(x, ws[call++ % ws.size()], out); }) * 1e6;
+        }
+        cuda::set_dense_gemm_f32(true);
+        std::printf("  N=%5lld K=%5lld M=%lld: cast + product %7.2f us, from fp32 %7.2f us%s, "
+                    "roofline %6.2f\n",
+                    (long long)N, (long long)K, (long long)M, us[0], us[1],
+                    cuda::dense_gemm_f32_supported(M, N, K, 1, K, K, x.view().data_as<float>(),
+                                                   ws[0].view().data())
+                        ? ""
+                        : " (not taken)",
+                    (N * K * 2.0 + M * K * 4.0 + M * N * 4.0) / kBandwidth * 1e6);
+      }
+    }
   }
   // Does a row's product depend on how many rows share the matmul? (the engine's determinism
   // per seq_seed needs it not to): row 0 alone vs inside batches, bitwise, at model shapes.

@@ -2,7 +2,9 @@
 // indexer_scores and topk (ties -> lower index, -inf -> -1).
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
@@ -37,6 +39,44 @@ struct AttnCase {
   int64_t M, H, hd, P, window, E, K;
   Comp comp;
 };
+
+// The fp16 hi / lo split every fp32-accurate tensor-core kernel stages its operands with
+// (half_split.cuh, here through launch_split_keys): hi = fp16(clamp(x, +-65504)) rounded to
+// nearest even, lo = fp16(x - hi), bit for bit, at the range's edges (the largest half, ties
+// just past it, overflow, infinities, NaN, subnormal halves) and over many magnitudes.
+TEST_F(Attn, Fp16HiLoSplitIsExact) {
+  SEED_TRACE();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {0.f,      -0.f,     1.f,      -1.f,      65504.f,   -65504.f, 65505.f,
+                          65519.f,  65520.f,  -65520.f, 1e6f,      -3e9f,     inf,      -inf,
+                          6.1e-5f,  5.9e-8f,  3e-8f,    -2.98e-8f, 1.0009765f, 2047.5f, 2048.5f,
+                          0.33333f, 1e-20f,   std::numeric_limits<float>::quiet_NaN()};
+  Rng rng;
+  while (x.size() % 4 != 0 || x.size() < 4096) {
+    x.push_back(rng.uniform() * std::exp2(rng.uniform(-30.f, 20.f)));
+  }
+  const int64_t hd = 64, rows = static_cast<int64_t>(x.size()) / hd;
+  x.resize(rows * hd);
+  Tensor src = gpu->empty({rows, hd}), dst = gpu->empty({rows, 2 * hd}, DType::kF16);
+  gpu->upload(x.data(), src);
+  ASSERT_EQ(cuda::launch_split_keys(src.view().data_as<float>(), rows, hd,
+                                    static_cast<uint16_t*>(dst.view().data()), cuda_stream(*gpu)),
+            cudaSuccess);
+  std::vector<uint16_t> got(rows * 2 * hd);
+  gpu->download(dst, got.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < hd; ++d) {
+      const float v = x[r * hd + d];
+      const uint16_t hi = f32_to_f16(std::fmin(std::fmax(v, -65504.f), 65504.f));
+      const float lo = v - f16_to_f32(hi);
+      const uint16_t g_hi = got[r * 2 * hd + d], g_lo = got[r * 2 * hd + hd + d];
+      ASSERT_EQ(g_hi, hi) << "hi of " << v;
+      if (std::isnan(lo))
+        ASSERT_TRUE(std::isnan(f16_to_f32(g_lo))) << "lo of " << v;
+      else
+        ASSERT_EQ(g_lo, f32_to_f16(lo)) << "lo of " << v;
+    }
+}
 
 TEST_F(Attn, AttentionMatchesCpu) {
   SEED_TRACE();

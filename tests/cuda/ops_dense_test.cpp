@@ -159,6 +159,59 @@ TEST_F(Ops, MatmulRowsAreBatchInvariant) {
   }
 }
 
+// Products of a few rows read fp32 x themselves (each block rounds its rows to bf16 once,
+// kernels.h launch_dense_gemm_f32): bitwise the cast-then-product path, split or not, with K
+// tails, accumulating, and grouped; past the resident size the cast path takes over.
+TEST_F(Ops, MatmulFromFp32MatchesTheCastPath) {
+  SEED_TRACE();
+  Rng rng;
+  struct Shape {
+    int64_t M, N, K;
+    bool resident;  // dense_gemm_f32_supported
+  };
+  for (const Shape& sh : std::vector<Shape>{{1, 4096, 4096, true},  // K split in 3
+                                            {1, 300, 8192, true},   // in 16
+                                            {4, 2000, 1024, true},
+                                            {4, 100, 456, true},  // unsplit, a k tail of 8
+                                            {3, 50, 200, true},
+                                            {2, 12800, 72, true},
+                                            {1, 8192, 2048, true},    // unsplit, all of K
+                                            {1, 12800, 4096, false},  // past the size
+                                            {16, 6400, 1024, false}}) {
+    const int64_t M = sh.M, N = sh.N, K = sh.K;
+    Tensor w = gpu->empty({N, K}, DType::kBF16);
+    gpu->fill_random(w, 3, -0.05f, 0.05f);
+    const Tensor x = to_dev(*gpu, rand_host(rng, {M, K})), init = rand_host(rng, {M, N});
+    EXPECT_EQ(cuda::dense_gemm_f32_supported(M, N, K, 1, K, K, x.view().data_as<float>(),
+                                             w.view().data()),
+              sh.resident)
+        << M << "x" << N << "x" << K;
+    for (bool acc : {false, true}) {
+      std::vector<float> got[2];
+      for (int f32 = 0; f32 < 2; ++f32) {
+        cuda::set_dense_gemm_f32(f32 == 1);
+        Tensor out = acc ? to_dev(*gpu, init) : dev_poisoned(*gpu, {M, N});
+        gpu->matmul(x, w, out, acc);
+        got[f32] = floats(to_host(*gpu, out));
+      }
+      EXPECT_TRUE(got[0] == got[1]) << M << "x" << N << "x" << K << " acc " << acc;
+    }
+  }
+  // grouped: 8 groups of 128 x 512, one row
+  Tensor wg = gpu->empty({8 * 128, 512}, DType::kBF16);
+  gpu->fill_random(wg, 4, -0.05f, 0.05f);
+  const Tensor xg = to_dev(*gpu, rand_host(rng, {1, 8, 512}));
+  std::vector<float> got[2];
+  for (int f32 = 0; f32 < 2; ++f32) {
+    cuda::set_dense_gemm_f32(f32 == 1);
+    Tensor out = dev_poisoned(*gpu, {1, 8, 128});
+    gpu->grouped_matmul(xg, wg, out);
+    got[f32] = floats(to_host(*gpu, out));
+  }
+  cuda::set_dense_gemm_f32(true);
+  EXPECT_TRUE(got[0] == got[1]) << "grouped";
+}
+
 TEST_F(Ops, GroupedMatmulMatchesCpu) {
   SEED_TRACE();
   for (auto [M, G, K, N] : std::vector<std::array<int64_t, 4>>{

@@ -3,7 +3,8 @@
 # fill and device-sampler tests and the engine tests on the GPU, generate with the bundled model
 # on the GPU, and benchmark (BENCH_CMDS, e.g. `B=build-gpu/src/api/deepinfer bash
 # bench/h200_full.sh`). SKIP_TESTS=1 builds and benchmarks only; ARCHIVE=F packs every log into
-# one tarball F at the end (the device tool brings back at most 8 files).
+# one tarball F at the end (the device tool brings back at most 8 files). CMAKE_EXTRA adds configure
+# options (e.g. -DCMAKE_CUDA_FLAGS=-lineinfo for ncu source views).
 # Logs go to $OUT. The GPU image lacks the PCRE2 / ICU development files the tokenizer links:
 # carry .devdeps/devdeps.tar.xz (headers + shared libraries extracted from Debian 12 packages,
 # made by tools/device/make_devdeps.sh) and it is unpacked into /tmp/devx.
@@ -26,7 +27,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/summary.txt"
 
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_PYTHON=$(command -v python3) >"$OUT/configure.log" 2>&1 ||
+  -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_PYTHON=$(command -v python3) ${CMAKE_EXTRA:-} >"$OUT/configure.log" 2>&1 ||
   { say "configure FAILED"; tail -30 "$OUT/configure.log"; exit 1; }
 TEST_TARGETS="cuda_tests cuda_fill_tests sampling_cuda_tests engine_tests"
 [[ -n "${SKIP_TESTS:-}" ]] && TEST_TARGETS=""

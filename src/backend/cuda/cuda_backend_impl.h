@@ -194,6 +194,11 @@ class CudaBackend final : public Backend {
   bool tile_gemm(const char* op, const void* x, int64_t ldx, int64_t sx, const void* w, int64_t ldw,
                  int64_t sw, float* out, int64_t ldo, int64_t so, int64_t M, int64_t N, int64_t K,
                  int64_t batch, bool accumulate);
+  // The same from fp32 x for the few-row products the tiles take without a cast
+  // (dense_gemm_f32_supported).
+  bool tile_gemm_f32(const char* op, const float* x, int64_t ldx, int64_t sx, const void* w,
+                     int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so, int64_t M,
+                     int64_t N, int64_t K, int64_t batch, bool accumulate);
   void check_error_word();
   // Called before anything that makes the host wait for the device: throws inside a sync-free
   // region (unless the guard is disabled).

@@ -69,6 +69,21 @@ bool CudaBackend::tile_gemm(const char* op, const void* x, int64_t ldx, int64_t 
   return true;
 }
 
+bool CudaBackend::tile_gemm_f32(const char* op, const float* x, int64_t ldx, int64_t sx,
+                                const void* w, int64_t ldw, int64_t sw, float* out, int64_t ldo,
+                                int64_t so, int64_t M, int64_t N, int64_t K, int64_t batch,
+                                bool accumulate) {
+  if (!dense_gemm_f32_supported(M, N, K, batch, ldx, ldw, x, w)) return false;
+  std::shared_ptr<void> partials;
+  if (const int64_t n = dense_gemm_partials(M, N, K, batch); n > 0)
+    partials = scratch(static_cast<size_t>(n) * sizeof(float));
+  check(launch_dense_gemm_f32(x, ldx, sx, static_cast<const uint16_t*>(w), ldw, sw, out, ldo, so, M,
+                              N, K, batch, accumulate, static_cast<float*>(partials.get()),
+                              ctx_->split_counters(), ctx_->stream()),
+        op);
+  return true;
+}
+
 void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorView& out,
                          bool accumulate) {
   const char* op = "matmul";
@@ -84,10 +99,13 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
   std::shared_ptr<void> xb;
   const void* xa = x.data();
   if (w.dtype() == DType::kBF16) {
+    // Decode-sized products on the batch-invariant tensor-core kernel (kernels.h), a few rows
+    // straight from fp32 x; larger ones (prefill) through cuBLASLt.
+    if (tile_gemm_f32(op, x.data_as<float>(), K, 0, w.data(), K, 0, out.data_as<float>(), N, 0, M,
+                      N, K, 1, accumulate))
+      return;
     xb = to_bf16(op, x.data_as<float>(), M * K);
     xa = xb.get();
-    // Decode-sized products on the batch-invariant tensor-core kernel (kernels.h); larger ones
-    // (prefill) through cuBLASLt.
     if (tile_gemm(op, xa, K, 0, w.data(), K, 0, out.data_as<float>(), N, 0, M, N, K, 1, accumulate))
       return;
   }
@@ -111,6 +129,9 @@ void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const
   std::shared_ptr<void> xb;
   const void* xa = x.data();
   if (w.dtype() == DType::kBF16) {
+    if (tile_gemm_f32(op, x.data_as<float>(), G * K, K, w.data(), K, N * K, out.data_as<float>(),
+                      G * N, N, M, N, K, G, false))
+      return;
     xb = to_bf16(op, x.data_as<float>(), M * G * K);
     xa = xb.get();
     if (tile_gemm(op, xa, G * K, K, w.data(), K, N * K, out.data_as<float>(), G * N, N, M, N, K, G,

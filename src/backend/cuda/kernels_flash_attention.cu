@@ -376,11 +376,11 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
       uint32_t a[4], al[4];
       const float* pv[4] = {&s[2 * kk][0], &s[2 * kk][2], &s[2 * kk + 1][0], &s[2 * kk + 1][2]};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float h0f = __half2float(__float2half_rn(pv[i][0]));
-        const float h1f = __half2float(__float2half_rn(pv[i][1]));
-        a[i] = pack_half2(h0f, h1f);
-        al[i] = pack_half2(pv[i][0] - h0f, pv[i][1] - h1f);
+      for (int i = 0; i < 4; ++i) {  // probabilities: no saturation needed
+        const __half2 h = __floats2half2_rn(pv[i][0], pv[i][1]);
+        const float2 hf = __half22float2(h);
+        a[i] = half2_bits(h);
+        al[i] = pack_half2(pv[i][0] - hf.x, pv[i][1] - hf.y);
       }
 #pragma unroll
       for (int t = 0; t < NT; t += 2) {

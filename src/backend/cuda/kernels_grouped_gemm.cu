@@ -164,17 +164,32 @@ __device__ __forceinline__ void dense_split_epilogue(const GroupedArgs& g,
   if (tid == 0) *counter = 0;
 }
 
+// A dense product of a row or two with fp32 x keeps the block's whole A (its rows x its K
+// segment, as bf16) in shared memory, converted once at the start while the first weight
+// stages load: no cast kernel ahead of the product (~2 us each in a decode step). Thin tiles,
+// weights only in the stages. Up to this many elements of A per block: one batch of loads per
+// thread (a second one, e.g. a 4096-wide unsplit row, cost more than the cast it saves:
+// measured 21 -> 26 us for wo_a). Deeper (12) or shallower (4, 6) weight rings measured slower.
+constexpr int64_t kResidentAElems = 2048;
+
+// The bf16 row stride of a resident A over `seg_tiles` k tiles (16-byte rows, banks staggered).
+__host__ __device__ constexpr int64_t resident_lda(int64_t seg_tiles) {
+  return seg_tiles * kBK + 8;
+}
+
 // Grid: (tile slot) x (column tile) [x batch]. kUp: columns are BN/2 features of w1 then the
-// same of w3.
-template <Mode kMode, typename T>
+// same of w3. kResA (dense modes, g.x_f32): A resident in shared memory after the weight stages.
+template <Mode kMode, typename T, bool kResA = false>
 __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
   constexpr bool kUp = kMode == kUpGemm, kSplit = kMode == kDenseSplitGemm;
   constexpr bool kDense = kMode == kDenseGemm || kSplit;
+  static_assert(!kResA || kDense, "resident A is for dense products");
   constexpr bool kAF32 = kUp;  // fp32 A rows through registers (else bf16 by cp.async)
   constexpr int BM = T::BM, BN = T::BN, S = T::STAGES, NT = T::kThreads;
   extern __shared__ __align__(16) unsigned char smem[];
-  __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);  // [S][BM][kLd]
-  __nv_bfloat16* Bs = As + S * BM * kLd;                       // [S][BN][kLd]
+  __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);  // [S][BM][kLd] (not kResA)
+  __nv_bfloat16* Bs = As + (kResA ? 0 : S * BM * kLd);         // [S][BN][kLd]
+  __nv_bfloat16* Ares = Bs + S * BN * kLd;                     // kResA: [rows][lda], zeros
 
   constexpr int kFeat = kUp ? BN / 2 : BN;  // output features per block
   const int64_t col_tiles = (g.N + kFeat - 1) / kFeat;
@@ -252,7 +267,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
       for (int i = 0; i < kBLoads; ++i)
         cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc, b_src[i] + (kin ? k : 0),
                    b_ok[i] && kin);
-      if constexpr (!kAF32) {
+      if constexpr (!kAF32 && !kResA) {
 #pragma unroll
         for (int i = 0; i < kALoads; ++i)
           cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
@@ -293,6 +308,35 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     load_a(0);
     store_a(0);
   }
+  // kResA: this block's rows of x over its k tiles [kt0, KT) as bf16 (zeros past K), loaded
+  // while the weight stages above are in flight; a 16-byte zero line stands in for the tile's
+  // rows past `rows`.
+  const int64_t lda = resident_lda(KT - kt0);
+  __nv_bfloat16* a_zero = Ares + rows * lda;
+  if constexpr (kResA) {
+    const float* xa = g.x_f32 + blockIdx.y * g.sx + r0 * g.ldx + static_cast<int64_t>(kt0) * kBK;
+    const int64_t per_row = (KT - kt0) * (kBK / 4), n4 = rows * per_row;
+    const int64_t k_left = K - static_cast<int64_t>(kt0) * kBK;  // valid k of the segment
+    constexpr int kBatch = 16;  // float4 loads in flight per thread
+    for (int64_t b0 = 0; b0 < n4; b0 += kBatch * NT) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int64_t i = b0 + u * NT + tid, r = i / per_row, k = (i % per_row) * 4;
+        v[u] = i < n4 && k < k_left ? __ldg(reinterpret_cast<const float4*>(xa + r * g.ldx + k))
+                                    : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int64_t i = b0 + u * NT + tid, r = i / per_row, k = (i % per_row) * 4;
+        if (i < n4)
+          *reinterpret_cast<uint2*>(Ares + r * lda + k) =
+              make_uint2(pack_bf16(v[u].x, v[u].y), pack_bf16(v[u].z, v[u].w));
+      }
+    }
+    if (tid < 2) reinterpret_cast<uint4*>(a_zero)[tid] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
+  }
   // A split product on a one-block-per-tile grid (gridDim.z == 1) sums its segments here, one
   // after the other, in the order the split grid's last block does (running sum in shared
   // memory past the stages).
@@ -311,9 +355,14 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     for (int ks = 0; ks < kBK; ks += 16) {
       uint32_t a[T::MI][4], b[T::NJ][4];
 #pragma unroll
-      for (int i = 0; i < T::MI; ++i)
-        ldmatrix_x4(a[i], As + (buf * BM + wm * T::WTM + i * 16 + mrow + (mat & 1) * 8) * kLd + ks +
-                              (mat >> 1) * 8);
+      for (int i = 0; i < T::MI; ++i) {
+        const int ar = wm * T::WTM + i * 16 + mrow + (mat & 1) * 8;
+        if constexpr (kResA)
+          ldmatrix_x4(
+              a[i], ar < rows ? Ares + ar * lda + (kt - kt0) * kBK + ks + (mat >> 1) * 8 : a_zero);
+        else
+          ldmatrix_x4(a[i], As + (buf * BM + ar) * kLd + ks + (mat >> 1) * 8);
+      }
 #pragma unroll
       for (int j = 0; j < T::NJ; ++j)
         ldmatrix_x4(b[j], Bs + (buf * BN + wn * T::WTN + j * 16 + mrow + (mat >> 1) * 8) * kLd +
@@ -540,18 +589,37 @@ int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
   return splits > 1 && splits_over_blocks(M) ? batch * splits * M * N : 0;
 }
 
-cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,
-                              int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so,
-                              int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
-                              float* partials, int32_t* counters, cudaStream_t stream) {
-  if (M <= 0 || N <= 0 || batch <= 0) return cudaSuccess;
-  if (!dense_gemm_supported(M, N, K, ldx, ldw, x, w) || sx % 8 != 0 || sw % 8 != 0)
+namespace {
+
+// Thin tiles with the block's rows of fp32 x resident as bf16 (grouped_gemm_kernel's kResA).
+template <Mode kMode>
+cudaError_t launch_resident_a(const GroupedArgs& a, int64_t M, int64_t batch, cudaStream_t stream) {
+  using T = Thin;
+  constexpr size_t stage_bytes = static_cast<size_t>(T::STAGES) * T::BN * kLd * 2;
+  const size_t smem = stage_bytes + static_cast<size_t>(M * resident_lda(a.seg_tiles) + 16) * 2;
+  auto* kernel = grouped_gemm_kernel<kMode, T, true>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(stage_bytes + (kResidentAElems + 8 * T::BM + 16) * 2));
+  if (attr != cudaSuccess) return attr;
+  const int64_t col_tiles = (a.N + T::BN - 1) / T::BN;
+  if (col_tiles > 0x7fffffff || batch > 65535 ||
+      (kMode == kDenseSplitGemm && batch * col_tiles > kDenseSplitCounters))
     return cudaErrorInvalidValue;
+  kernel<<<dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(batch),
+                static_cast<unsigned>(kMode == kDenseSplitGemm ? a.splits : 1)),
+           T::kThreads, smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+// The arguments of a dense product; x_bf16 or x_f32 is null.
+GroupedArgs dense_args(const uint16_t* x_bf16, const float* x_f32, int64_t ldx, int64_t sx,
+                       const uint16_t* w, int64_t ldw, int64_t sw, float* out, int64_t ldo,
+                       int64_t so, int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
+                       float* partials, int32_t* counters) {
   const DenseSplit split = dense_gemm_split(N, K, batch);
-  const int64_t need = dense_gemm_partials(M, N, K, batch);
-  if (need > 0 && (!partials || !counters || need > 0x7fffffff)) return cudaErrorInvalidValue;
-  GroupedArgs a{nullptr, x, nullptr, nullptr, nullptr, nullptr, w,
-                nullptr, N, K,       0.f,     nullptr, out};
+  GroupedArgs a{x_f32,   x_bf16, nullptr, nullptr, nullptr, nullptr, w,
+                nullptr, N,      K,       0.f,     nullptr, out};
   a.M = M;
   a.ldx = ldx;
   a.ldw = ldw;
@@ -564,8 +632,54 @@ cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const 
   a.seg_tiles = split.seg_tiles;
   a.partials = partials;
   a.counters = counters;
-  return split.splits > 1 ? launch_dense_tiles<kDenseSplitGemm>(a, M, batch, stream)
-                          : launch_dense_tiles<kDenseGemm>(a, M, batch, stream);
+  return a;
+}
+
+}  // namespace
+
+cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,
+                              int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so,
+                              int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
+                              float* partials, int32_t* counters, cudaStream_t stream) {
+  if (M <= 0 || N <= 0 || batch <= 0) return cudaSuccess;
+  if (!dense_gemm_supported(M, N, K, ldx, ldw, x, w) || sx % 8 != 0 || sw % 8 != 0)
+    return cudaErrorInvalidValue;
+  const int64_t need = dense_gemm_partials(M, N, K, batch);
+  if (need > 0 && (!partials || !counters || need > 0x7fffffff)) return cudaErrorInvalidValue;
+  const GroupedArgs a = dense_args(x, nullptr, ldx, sx, w, ldw, sw, out, ldo, so, M, N, K, batch,
+                                   accumulate, partials, counters);
+  return a.splits > 1 ? launch_dense_tiles<kDenseSplitGemm>(a, M, batch, stream)
+                      : launch_dense_tiles<kDenseGemm>(a, M, batch, stream);
+}
+
+namespace {
+bool dense_f32_on = true;
+}  // namespace
+
+void set_dense_gemm_f32(bool on) {
+  dense_f32_on = on;
+}
+
+bool dense_gemm_f32_supported(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t ldx,
+                              int64_t ldw, const float* x, const void* w) {
+  if (!dense_f32_on || M > Thin::BM || ldx % 4 != 0 || !dense_gemm_supported(M, N, K, 8, ldw, x, w))
+    return false;
+  return M * dense_gemm_split(N, K, batch).seg_tiles * kBK <= kResidentAElems;
+}
+
+cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const uint16_t* w,
+                                  int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so,
+                                  int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
+                                  float* partials, int32_t* counters, cudaStream_t stream) {
+  if (M <= 0 || N <= 0 || batch <= 0) return cudaSuccess;
+  if (!dense_gemm_f32_supported(M, N, K, batch, ldx, ldw, x, w) || sx % 4 != 0 || sw % 8 != 0)
+    return cudaErrorInvalidValue;
+  const int64_t need = dense_gemm_partials(M, N, K, batch);
+  if (need > 0 && (!partials || !counters || need > 0x7fffffff)) return cudaErrorInvalidValue;
+  const GroupedArgs a = dense_args(nullptr, x, ldx, sx, w, ldw, sw, out, ldo, so, M, N, K, batch,
+                                   accumulate, partials, counters);
+  return a.splits > 1 ? launch_resident_a<kDenseSplitGemm>(a, M, batch, stream)
+                      : launch_resident_a<kDenseGemm>(a, M, batch, stream);
 }
 
 }  // namespace deepinfer::cuda
