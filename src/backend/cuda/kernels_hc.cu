@@ -38,26 +38,23 @@ __global__ void __launch_bounds__(kThreads)
   const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
   // Staged in batches whose loads (non-coherent, so they cannot alias the shared stores) all
   // issue before the batch's stores: loads interleaved with stores went one round trip each.
-  constexpr int kBatch = 8;
-  const int total = (kRows + nmix) * kMixChunk;
+  // Only the block's rows and fn's rows are staged (a decode row's chunk and fn's: one batch;
+  // the tile's absent rows are never summed into a written partial).
+  constexpr int kBatch = 16;
+  const int total = (rows + nmix) * kMixChunk;
   for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
     float v[kBatch];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int i = i0 + u * kThreads + threadIdx.x, r = i / kMixChunk, k = i % kMixChunk;
       v[u] = 0.f;
-      if (i < total && k < len) {
-        if (r < kRows) {
-          if (r < rows) v[u] = __ldg(X + (r0 + r) * W + c0 + k);
-        } else {
-          v[u] = __ldg(fn + (r - kRows) * W + c0 + k);
-        }
-      }
+      if (i < total && k < len)
+        v[u] = r < rows ? __ldg(X + (r0 + r) * W + c0 + k) : __ldg(fn + (r - rows) * W + c0 + k);
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int i = i0 + u * kThreads + threadIdx.x;
-      if (i < total) xs[(i / kMixChunk) * ld + i % kMixChunk] = v[u];  // xs then fs, contiguous
+      const int i = i0 + u * kThreads + threadIdx.x, r = i / kMixChunk;
+      if (i < total) (r < rows ? xs + r * ld : fs + (r - rows) * ld)[i % kMixChunk] = v[u];
     }
   }
   __syncthreads();
@@ -265,10 +262,11 @@ __device__ void row_mixes(const float* partial, int64_t m, int nchunks, int nmix
 }
 
 // out[d] = sum_h pre[h] x[h, d] for d in [d0, d1), accumulated in stream order like the CPU
-// backend.
+// backend, by the block's threads from `first` on.
 __device__ void collapse(const float* x, const float* pre, int hc, int64_t D, int64_t d0,
-                         int64_t d1, float* out) {
-  for (int64_t d = d0 + threadIdx.x; d < d1; d += blockDim.x) {
+                         int64_t d1, float* out, int first = 0) {
+  if (static_cast<int>(threadIdx.x) < first) return;
+  for (int64_t d = d0 + threadIdx.x - first; d < d1; d += blockDim.x - first) {
     float o = pre[0] * x[d];
     for (int h = 1; h < hc; ++h) o += pre[h] * x[h * D + d];
     out[d] = o;
@@ -375,9 +373,11 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* pa
     post[m * hc + h] = 2.f * sigmoidf_(mix[hc + h] * scale[1] + base[hc + h]);
   }
   __syncthreads();
-  collapse(x, pre, hc, D, d0, d1, collapsed + m * D);
-  // comb last: the other warps are done (and gone) while warp 0 runs the Sinkhorn rounds.
-  if (hc * hc <= 32) {
+  // Warp 0 runs the Sinkhorn rounds for comb while the other warps collapse (the kernel's
+  // longest path was the two one after the other).
+  const bool warp_sinkhorn = hc * hc <= 32;
+  collapse(x, pre, hc, D, d0, d1, collapsed + m * D, warp_sinkhorn ? 32 : 0);
+  if (warp_sinkhorn) {
     if (threadIdx.x < 32) {
       const int lane = threadIdx.x;
       const bool mine = lane < hc * hc;
