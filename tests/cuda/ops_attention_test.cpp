@@ -47,10 +47,11 @@ struct AttnCase {
 TEST_F(Attn, Fp16HiLoSplitIsExact) {
   SEED_TRACE();
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> x = {0.f,      -0.f,     1.f,      -1.f,      65504.f,   -65504.f, 65505.f,
-                          65519.f,  65520.f,  -65520.f, 1e6f,      -3e9f,     inf,      -inf,
-                          6.1e-5f,  5.9e-8f,  3e-8f,    -2.98e-8f, 1.0009765f, 2047.5f, 2048.5f,
-                          0.33333f, 1e-20f,   std::numeric_limits<float>::quiet_NaN()};
+  std::vector<float> x = {
+      0.f,        -0.f,    1.f,     -1.f,     65504.f, -65504.f,
+      65505.f,    65519.f, 65520.f, -65520.f, 1e6f,    -3e9f,
+      inf,        -inf,    6.1e-5f, 5.9e-8f,  3e-8f,   -2.98e-8f,
+      1.0009765f, 2047.5f, 2048.5f, 0.33333f, 1e-20f,  std::numeric_limits<float>::quiet_NaN()};
   Rng rng;
   while (x.size() % 4 != 0 || x.size() < 4096) {
     x.push_back(rng.uniform() * std::exp2(rng.uniform(-30.f, 20.f)));
@@ -278,49 +279,57 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
 
 // indexer_scores_batch on the GPU (one launch for many sequences' decode rows, each against its
 // own keys) matches the CPU's, -inf padding included; V4-Flash indexer shapes (64 heads x 128).
+// Decode and chunk rows, each segment its own keys (some empty, a visible count short of E,
+// segments of several rows sharing keys), on the wgmma kernel where the device has it and on
+// the fp32 kernel, against the CPU.
 TEST_F(Attn, IndexerScoresBatchMatchesCpu) {
   SEED_TRACE();
-  Rng rng;
-  const int64_t M = 12, nh = 64, d = 128, N = 1100;
-  const Tensor q = rand_host(rng, {M, nh, d}), w = rand_host(rng, {M, nh});
-  std::vector<Tensor> keys;
-  std::vector<int32_t> vis(M);
-  std::vector<Backend::IndexerSegment> hsegs, dsegs;
-  std::vector<Tensor> dkeys;
-  for (int64_t i = 0; i < M; i += 2) {  // every other row, each with its own keys
-    const int64_t E = i == 0 ? N : rng.integer(0, N);
-    keys.push_back(rand_host(rng, {E, d}));
-    dkeys.push_back(E > 0 ? to_dev(*gpu, keys.back()) : Tensor());
-    vis[i] = static_cast<int32_t>(i == 2 ? E / 2 : E);
-    hsegs.push_back({M - 1 - i, 1, E > 0 ? keys.back().view() : TensorView()});
-    dsegs.push_back({M - 1 - i, 1, dkeys.back().view()});
-  }
-  std::reverse(vis.begin(), vis.end());  // vis[M - 1 - i] belongs to segment i / 2
-  const Tensor visible = i32_host(vis, {M});
-  const int64_t R = static_cast<int64_t>(hsegs.size());
-  Tensor ref = host({R, N});
-  cpu->indexer_scores_batch(q, hsegs, w, 0.3f, visible, ref);
-  Tensor out = dev_poisoned(*gpu, {R, N});
-  gpu->indexer_scores_batch(to_dev(*gpu, q), dsegs, to_dev(*gpu, w), 0.3f, to_dev(*gpu, visible),
-                            out);
-  const Tensor got = to_host(*gpu, out);
-  int64_t finite = 0;
-  for (int64_t i = 0; i < R * N; ++i) {
-    const float r = ref.data_as<float>()[i], g = got.data_as<float>()[i];
-    if (std::isinf(r)) {
-      ASSERT_EQ(g, r) << i;
-    } else {
-      ++finite;
-      ASSERT_NEAR(g, r, 1e-4f * (1.f + std::fabs(r))) << i;
+  for (auto [nh, d] : std::vector<std::array<int64_t, 2>>{{64, 128}, {37, 64}})
+    for (bool wgmma : wgmma_settings(*gpu)) {
+      set_cuda_wgmma(*gpu, wgmma);
+      SCOPED_TRACE(testing::Message() << "nh " << nh << " d " << d << " wgmma " << wgmma);
+      Rng rng;
+      const int64_t M = 15, N = 1100;
+      const Tensor q = rand_host(rng, {M, nh, d}), w = rand_host(rng, {M, nh});
+      std::vector<Tensor> keys, dkeys;
+      std::vector<int32_t> vis(M);
+      std::vector<Backend::IndexerSegment> hsegs, dsegs;
+      int64_t R = 0;
+      for (int64_t i = 0, row0 = 0; row0 < M; ++i) {  // every other row skipped, some shared
+        const int64_t count = i % 3 == 2 ? 3 : 1;
+        const int64_t E = i == 0 ? N : (i == 1 ? 0 : rng.integer(1, N));
+        keys.push_back(rand_host(rng, {E, d}));
+        dkeys.push_back(E > 0 ? to_dev(*gpu, keys.back()) : Tensor());
+        const int64_t rows = std::min(count, M - row0);
+        for (int64_t r = 0; r < rows; ++r)
+          vis[row0 + r] = static_cast<int32_t>(i == 3 ? E / 2 : std::max<int64_t>(E - r, 0));
+        hsegs.push_back({row0, rows, E > 0 ? keys.back().view() : TensorView()});
+        dsegs.push_back({row0, rows, dkeys.back().view()});
+        R += rows;
+        row0 += rows + 1;
+      }
+      const Tensor visible = i32_host(vis, {M});
+      Tensor ref = host({R, N});
+      cpu->indexer_scores_batch(q, hsegs, w, 0.3f, visible, ref);
+      Tensor out = dev_poisoned(*gpu, {R, N});
+      gpu->indexer_scores_batch(to_dev(*gpu, q), dsegs, to_dev(*gpu, w), 0.3f,
+                                to_dev(*gpu, visible), out);
+      const Tensor got = to_host(*gpu, out);
+      int64_t finite = 0;
+      for (int64_t i = 0; i < R * N; ++i) {
+        const float r = ref.data_as<float>()[i], g = got.data_as<float>()[i];
+        if (std::isinf(r)) {
+          ASSERT_EQ(g, r) << i;
+        } else {
+          ++finite;
+          ASSERT_NEAR(g, r, 1e-4f * (1.f + std::fabs(r))) << i;
+        }
+      }
+      EXPECT_GT(finite, N);
     }
-  }
-  EXPECT_GT(finite, N);
+  set_cuda_wgmma(*gpu, true);
 }
 
-// Both paths where the device has wgmma: the fused kernel (heads <= 64, head dim 64 or 128;
-// 2 queries per block, 128-entry tiles, entry ranges split over blocks, tiles past the visible
-// entries skipped), then the fp32 GEMM + reduction. Visible counts random, or causal as in a
-// prompt's rows (most tiles of early rows skipped).
 TEST_F(Attn, IndexerScoresMatchCpu) {
   SEED_TRACE();
   struct Case {

@@ -313,19 +313,48 @@ void CudaBackend::indexer_scores_batch(const TensorView& q,
   DI_CHECK(indexer_rows_smem(nh, d) <= 200 * 1024, ErrorCode::kUnsupported,
            "{}: {} heads of {} dims exceed the kernel's shared memory", op, nh, d);
   if (R == 0 || N == 0) return;
+  // On Hopper the wgmma kernel (each sequence's keys split to fp16 hi / lo once); else fp32 FMAs.
+  bool fused =
+      wgmma_ && indexer_wgmma_supported(nh, d) && aligned16(q.data()) && aligned16(w.data());
+  int64_t halves = 0, max_keys = 0;
+  for (const IndexerSegment& seg : segments) {
+    if (!given(seg.k)) continue;
+    fused = fused && aligned16(seg.k.data());
+    halves += 2 * seg.k.dim(0) * d;
+    max_keys = std::max(max_keys, seg.k.dim(0));
+  }
+  const std::shared_ptr<void> halves_dev =
+      fused ? scratch(static_cast<size_t>(std::max<int64_t>(halves, 1)) * 2) : nullptr;
   std::vector<IndexerRow> rows;
+  std::vector<IndexerKeys> keys;
   rows.reserve(static_cast<size_t>(R));
-  for (const IndexerSegment& seg : segments)
+  auto* next = static_cast<uint16_t*>(halves_dev.get());
+  for (const IndexerSegment& seg : segments) {
+    const int64_t E = given(seg.k) ? seg.k.dim(0) : 0;
+    const float* k = E > 0 ? seg.k.data_as<float>() : nullptr;
+    if (fused && E > 0) keys.push_back({k, next, E});
     for (int64_t r = 0; r < seg.count; ++r)
-      rows.push_back({given(seg.k) ? seg.k.data_as<float>() : nullptr, seg.row0 + r,
-                      given(seg.k) ? seg.k.dim(0) : 0});
+      rows.push_back({k, seg.row0 + r, E, fused && E > 0 ? next : nullptr});
+    if (fused) next += 2 * E * d;
+  }
   const std::shared_ptr<void> rows_dev =
       upload_scratch(rows.data(), rows.size() * sizeof(IndexerRow));
-  check(
-      launch_indexer_rows(q.data_as<float>(), nh, d, w.data_as<float>(), visible.data_as<int32_t>(),
-                          static_cast<const IndexerRow*>(rows_dev.get()), R, N, scale,
-                          scores.data_as<float>(), ctx_->error_word(), ctx_->stream()),
-      op);
+  const auto* rows_ptr = static_cast<const IndexerRow*>(rows_dev.get());
+  if (fused) {
+    const std::shared_ptr<void> keys_dev =
+        keys.empty() ? nullptr : upload_scratch(keys.data(), keys.size() * sizeof(IndexerKeys));
+    check(launch_indexer_rows_wgmma(
+              q.data_as<float>(), M, nh, d, w.data_as<float>(), visible.data_as<int32_t>(),
+              static_cast<const IndexerKeys*>(keys_dev.get()), static_cast<int64_t>(keys.size()),
+              max_keys, rows_ptr, R, N, scale, scores.data_as<float>(), ctx_->num_sms(),
+              ctx_->error_word(), ctx_->stream()),
+          op);
+    return;
+  }
+  check(launch_indexer_rows(q.data_as<float>(), nh, d, w.data_as<float>(),
+                            visible.data_as<int32_t>(), rows_ptr, R, N, scale,
+                            scores.data_as<float>(), ctx_->error_word(), ctx_->stream()),
+        op);
 }
 
 void CudaBackend::topk(const TensorView& scores, int k, const TensorView& idx) {

@@ -4,7 +4,9 @@
 // and the head sum runs on the accumulators (a butterfly across the lanes that hold a column,
 // then the four warps through shared memory), so the [M * heads, E] products never reach memory.
 // A block's two warpgroups take two queries and share each key tile (cp.async, double-buffered)
-// over a range of entry tiles; tiles past both queries' visible entries are skipped.
+// over a range of entry tiles; tiles past both queries' visible entries are skipped. Decode rows
+// (indexer_scores_batch: each row its own sequence's keys) run one warpgroup per block, one row
+// and a range of its entry tiles.
 // Precision: q and k are split into fp16 hi + lo (half_split.cuh) and each product takes three
 // MMAs, as in the attention kernel: the top-k after this is a discrete choice, and one fp16
 // operand (10 bits) flips near ties. The head sum's order differs from the CPU's (fp32 either way).
@@ -41,8 +43,9 @@ struct IndexerArgs {
   int64_t M, E;
   int nh, d, tiles_per_block;
   float scale;
-  float* scores;  // [M, E]
+  float* scores;  // [M, E]; per-row mode: [R, E] (E = N, the widest row)
   int32_t* err;
+  const IndexerRow* rows = nullptr;  // per-row mode: blockIdx.x's row, its keys' halves
 };
 
 __global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint16_t* lo) {
@@ -54,19 +57,45 @@ __global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint
   }
 }
 
+// The same for the rows of many sequences: blockIdx.y takes keys[blockIdx.y].
+__global__ void keys_hi_lo_batch_kernel(const IndexerKeys* keys, int64_t d) {
+  const IndexerKeys kk = keys[blockIdx.y];
+  const int64_t n4 = kk.E * d / 4;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(kk.k) + i);
+    const float x[4] = {v.x, v.y, v.z, v.w};
+    store_hi_lo(kk.halves + 4 * i, kk.halves + kk.E * d + 4 * i, x);
+  }
+}
+
 // Grid: (query pair, entry range): consecutive blocks share the range's key tiles in L2.
-template <int KD>
-__global__ void __launch_bounds__(kThreads, 1) indexer_wgmma_kernel(IndexerArgs g) {
+// kPerRow: (row, entry range) with one warpgroup, the row's query and keys from g.rows.
+template <int KD, bool kPerRow>
+__global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_kernel(IndexerArgs g) {
 #if DI_HAVE_WGMMA
+  constexpr int NT = kPerRow ? 128 : kThreads, kQueries = kPerRow ? 1 : 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   const uint32_t sbase = smem_u32(smem);
-  unsigned char* qs = smem;                // [2 queries][hi, lo][KD][64 rows][128 B]
-  unsigned char* ks = smem + 2 * kQBytes;  // [2 stages][hi, lo][KD][128 rows][128 B]
+  unsigned char* qs = smem;                       // [queries][hi, lo][KD][64 rows][128 B]
+  unsigned char* ks = smem + kQueries * kQBytes;  // [2 stages][hi, lo][KD][128 rows][128 B]
   float* red = reinterpret_cast<float*>(ks + 2 * kKStageBytes);
 
   const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127, warp = wt >> 5, lane = tid & 31;
-  const int64_t q0 = int64_t{blockIdx.x} * 2, q = q0 + wg;
+  // The block's queries (a per-row block: its row's, the other one absent), their keys and
+  // output rows.
+  int64_t q_a = int64_t{blockIdx.x} * 2, q_b = q_a + 1, E = g.E;
+  const uint16_t *k_hi = g.k_hi, *k_lo = g.k_lo;
+  if constexpr (kPerRow) {
+    const IndexerRow& row = g.rows[blockIdx.x];
+    q_a = row.q_row;
+    q_b = g.M;
+    E = row.E;
+    k_hi = row.halves;
+    k_lo = row.halves + E * g.d;
+  }
+  const int64_t q = wg ? q_b : q_a;
   const int64_t e_begin = int64_t{blockIdx.y} * g.tiles_per_block * kTileE;
   const int64_t e_end = min(g.E, e_begin + int64_t{g.tiles_per_block} * kTileE);
   // Visible entries of the block's queries (a bad value is flagged and clamped, like the
@@ -74,12 +103,13 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_wgmma_kernel(IndexerArgs 
   int64_t vis[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
+    const int64_t qi = i ? q_b : q_a;
     int64_t v = 0;
-    if (q0 + i < g.M) {
-      v = g.visible[q0 + i];
-      if (v < 0 || v > g.E) {
+    if (qi < g.M) {
+      v = g.visible[qi];
+      if (v < 0 || v > E) {
         if (blockIdx.y == 0 && tid == 0) flag_error(g.err, kErrIndexerVisible);
-        v = v < 0 ? 0 : g.E;
+        v = v < 0 ? 0 : E;
       }
     }
     vis[i] = v;
@@ -94,13 +124,12 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_wgmma_kernel(IndexerArgs 
     const int64_t e0 = e_begin + int64_t{t} * kTileE;
     constexpr int kRowChunks = KD * 8, kChunks = 2 * kTileE * kRowChunks;
 #pragma unroll
-    for (int u = 0; u < kChunks / kThreads; ++u) {
-      const int i = u * kThreads + tid, hl = i / (kTileE * kRowChunks),
-                r = (i / kRowChunks) % kTileE;
+    for (int u = 0; u < kChunks / NT; ++u) {
+      const int i = u * NT + tid, hl = i / (kTileE * kRowChunks), r = (i / kRowChunks) % kTileE;
       const int c = i % kRowChunks, kd = c / 8, lc = c % 8;
       const int64_t e = e0 + r;
-      const uint16_t* src = (hl ? g.k_lo : g.k_hi) + (e < g.E ? e : 0) * g.d + c * 8;
-      cp_async16(st + (hl * kMaxKd + kd) * kKSub + r * 128 + ((lc ^ (r & 7)) * 16), src, e < g.E);
+      const uint16_t* src = (hl ? k_lo : k_hi) + (e < E ? e : 0) * g.d + c * 8;
+      cp_async16(st + (hl * kMaxKd + kd) * kKSub + r * 128 + ((lc ^ (r & 7)) * 16), src, e < E);
     }
     cp_async_commit();
   };
@@ -142,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_wgmma_kernel(IndexerArgs 
     fence_proxy_async_smem();  // the cp.async tiles and (t == 0) the query's st.shared
     __syncthreads();           // everyone's parts landed; tile t - 1's MMAs are done
     if (t + 1 < live) load_tile(t + 1);
-    const uint32_t st = sbase + 2 * kQBytes + (t & 1) * kKStageBytes;
+    const uint32_t st = sbase + kQueries * kQBytes + (t & 1) * kKStageBytes;
     wgmma_fence();
 #pragma unroll
     for (int kd = 0; kd < KD; ++kd)
@@ -186,16 +215,32 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_wgmma_kernel(IndexerArgs 
     if (q < g.M && e < e_end) {
       const float sum =
           my_red[wt] + my_red[kTileE + wt] + my_red[2 * kTileE + wt] + my_red[3 * kTileE + wt];
-      g.scores[q * g.E + e] = e < my_vis ? sum * g.scale : neg_inf();
+      g.scores[(kPerRow ? int64_t{blockIdx.x} : q) * g.E + e] =
+          e < my_vis ? sum * g.scale : neg_inf();
     }
   }
-  // Entry tiles past both queries' visible entries.
+  // Entry tiles past both queries' visible entries (and a row's columns past its keys).
   const int64_t dead0 = e_begin + int64_t{live} * kTileE;
   if (q < g.M)
-    for (int64_t e = dead0 + wt; e < e_end; e += 128) g.scores[q * g.E + e] = neg_inf();
+    for (int64_t e = dead0 + wt; e < e_end; e += 128)
+      g.scores[(kPerRow ? int64_t{blockIdx.x} : q) * g.E + e] = neg_inf();
 #else
   __trap();  // launched only on sm_90a devices (wgmma_available)
 #endif
+}
+
+template <bool kPerRow>
+cudaError_t launch_kernel(const IndexerArgs& a, dim3 grid, cudaStream_t stream) {
+  constexpr size_t smem = kSmemBytes - (kPerRow ? kQBytes : 0);
+  auto* kernel = a.d == 128 ? indexer_wgmma_kernel<2, kPerRow> : indexer_wgmma_kernel<1, kPerRow>;
+  static const cudaError_t attr[2] = {
+      cudaFuncSetAttribute(indexer_wgmma_kernel<1, kPerRow>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+      cudaFuncSetAttribute(indexer_wgmma_kernel<2, kPerRow>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem))};
+  if (attr[a.d == 128] != cudaSuccess) return attr[a.d == 128];
+  kernel<<<grid, kPerRow ? 128 : kThreads, smem, stream>>>(a);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -233,21 +278,43 @@ cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int6
                       scale,
                       scores,
                       err};
-  const dim3 grid(static_cast<unsigned>(pairs), static_cast<unsigned>(ranges));
-  if (d == 128) {
-    static const cudaError_t attr =
-        cudaFuncSetAttribute(indexer_wgmma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kSmemBytes));
-    if (attr != cudaSuccess) return attr;
-    indexer_wgmma_kernel<2><<<grid, kThreads, kSmemBytes, stream>>>(a);
-  } else {
-    static const cudaError_t attr =
-        cudaFuncSetAttribute(indexer_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kSmemBytes));
-    if (attr != cudaSuccess) return attr;
-    indexer_wgmma_kernel<1><<<grid, kThreads, kSmemBytes, stream>>>(a);
-  }
-  return cudaGetLastError();
+  return launch_kernel<false>(a, dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(ranges)),
+                              stream);
+}
+
+cudaError_t launch_indexer_rows_wgmma(const float* q, int64_t M, int64_t nh, int64_t d,
+                                      const float* w, const int32_t* visible,
+                                      const IndexerKeys* keys, int64_t nkeys, int64_t max_keys,
+                                      const IndexerRow* rows, int64_t R, int64_t N, float scale,
+                                      float* scores, int sms, int32_t* err, cudaStream_t stream) {
+  if (R <= 0 || N <= 0) return cudaSuccess;
+  if (!indexer_wgmma_supported(nh, d) || nkeys > 65535) return cudaErrorInvalidValue;
+  if (nkeys > 0 && max_keys > 0)
+    keys_hi_lo_batch_kernel<<<dim3(blocks_for(std::min<int64_t>(max_keys * d / 4, 1 << 16), 256),
+                                   static_cast<unsigned>(nkeys)),
+                              256, 0, stream>>>(keys, d);
+  // Entry tiles per block: about two blocks per SM (one fits), at most 16 tiles each.
+  const int64_t tiles = (N + kTileE - 1) / kTileE;
+  const int64_t tpb =
+      std::max<int64_t>(1, std::min<int64_t>({kMaxTilesPerBlock, tiles, R * tiles / (2 * sms)}));
+  const int64_t ranges = (tiles + tpb - 1) / tpb;
+  if (R > 0x7fffffff || ranges > 65535) return cudaErrorInvalidValue;
+  IndexerArgs a{q,
+                nullptr,
+                nullptr,
+                w,
+                visible,
+                M,
+                N,
+                static_cast<int>(nh),
+                static_cast<int>(d),
+                static_cast<int>(tpb),
+                scale,
+                scores,
+                err};
+  a.rows = rows;
+  return launch_kernel<true>(a, dim3(static_cast<unsigned>(R), static_cast<unsigned>(ranges)),
+                             stream);
 }
 
 }  // namespace deepinfer::cuda
