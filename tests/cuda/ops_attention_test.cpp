@@ -280,14 +280,17 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
 // indexer_scores_batch on the GPU (one launch for many sequences' decode rows, each against its
 // own keys) matches the CPU's, -inf padding included; V4-Flash indexer shapes (64 heads x 128).
 // Decode and chunk rows, each segment its own keys (some empty, a visible count short of E,
-// segments of several rows sharing keys), on the wgmma kernel where the device has it and on
-// the fp32 kernel, against the CPU.
+// segments of several rows sharing keys), on the wgmma kernel where the device has it (all
+// segments in one launch, and one launch each) and on the fp32 kernel, against the CPU.
 TEST_F(Attn, IndexerScoresBatchMatchesCpu) {
   SEED_TRACE();
   for (auto [nh, d] : std::vector<std::array<int64_t, 2>>{{64, 128}, {37, 64}})
-    for (bool wgmma : wgmma_settings(*gpu)) {
-      set_cuda_wgmma(*gpu, wgmma);
-      SCOPED_TRACE(testing::Message() << "nh " << nh << " d " << d << " wgmma " << wgmma);
+    for (int setting = 0; setting < 3; ++setting) {
+      // wgmma (halves of every segment in one launch, then one launch per segment); fp32
+      const bool wgmma = setting < 2;
+      if (set_cuda_wgmma(*gpu, wgmma) != wgmma) continue;
+      set_cuda_indexer_halves_cap(*gpu, setting == 1 ? 1 : int64_t{256} << 20);
+      SCOPED_TRACE(testing::Message() << "nh " << nh << " d " << d << " setting " << setting);
       Rng rng;
       const int64_t M = 15, N = 1100;
       const Tensor q = rand_host(rng, {M, nh, d}), w = rand_host(rng, {M, nh});
@@ -328,6 +331,7 @@ TEST_F(Attn, IndexerScoresBatchMatchesCpu) {
       EXPECT_GT(finite, N);
     }
   set_cuda_wgmma(*gpu, true);
+  set_cuda_indexer_halves_cap(*gpu, int64_t{256} << 20);
 }
 
 TEST_F(Attn, IndexerScoresMatchCpu) {

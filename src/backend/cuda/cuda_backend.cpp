@@ -410,6 +410,10 @@ void set_cuda_graphs(Backend& backend, bool on) {
   if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->set_graphs_enabled(on);
 }
 
+void set_cuda_indexer_halves_cap(Backend& backend, int64_t bytes) {
+  if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->set_indexer_halves_cap(bytes);
+}
+
 bool set_cuda_wgmma(Backend& backend, bool on) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
   if (!cuda) return false;

@@ -28,5 +28,8 @@ void set_cuda_graphs(Backend& backend, bool on);
 // fp32 GEMM and a reduction. DEEPINFER_CUDA_WGMMA sets the default; returns whether wgmma is
 // now in use (never on a device without it). For tests and benchmarks.
 bool set_cuda_wgmma(Backend& backend, bool on);
+// How many bytes of fp16 key halves one launch of the wgmma indexer_scores_batch splits at
+// most (256 MiB by default; more sequences' keys go in further launches). For tests.
+void set_cuda_indexer_halves_cap(Backend& backend, int64_t bytes);
 
 }  // namespace deepinfer

@@ -162,6 +162,8 @@ class CudaBackend final : public Backend {
   // and benchmarks: DEEPINFER_CUDA_WGMMA sets the default).
   void set_wgmma(bool on) { wgmma_ = on && wgmma_device_; }
   bool wgmma() const { return wgmma_; }
+  // The most bytes of fp16 key halves one wgmma indexer_scores_batch launch splits (for tests).
+  void set_indexer_halves_cap(int64_t bytes) { indexer_halves_cap_ = bytes; }
 
   void enter_sync_free(const char* region) override;
   void leave_sync_free() override;
@@ -204,6 +206,10 @@ class CudaBackend final : public Backend {
   // region (unless the guard is disabled).
   void host_sync_point(const char* what) const;
   // The two moe_experts strategies (cuda_moe.cpp).
+  // indexer_scores_batch on the wgmma kernel, segments grouped by indexer_halves_cap_.
+  void indexer_rows_on_wgmma(const TensorView& q, std::span<const IndexerSegment> segments,
+                             const TensorView& w, float scale, const TensorView& visible,
+                             const TensorView& scores);
   void moe_experts_on_device(const TensorView& x, const TensorView& idx, const TensorView& weights,
                              const ExpertWeights& experts, float limit, const TensorView& out);
   void moe_experts_host_plan(const TensorView& x, const TensorView& idx, const TensorView& weights,
@@ -218,6 +224,7 @@ class CudaBackend final : public Backend {
   GraphCache graphs_;
   bool graphs_enabled_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
+  int64_t indexer_halves_cap_ = int64_t{256} << 20;
   int64_t graph_key_ = 0;
 };
 
