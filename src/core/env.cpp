@@ -31,9 +31,9 @@ constexpr VarSpec kVars[] = {
      "~400 launches. Off with the sync guard disabled."},
     {"DEEPINFER_CUDA_WGMMA", VarType::kBool, "1",
      "CUDA backend: run the routed experts of prefill-sized batches (more than 8 rows per "
-     "expert) and the lightning indexer's prefill scoring on Hopper's warpgroup MMA kernels "
-     "(sm_90 only); 0 keeps the experts on the mma.sync tiles (the same bits) and scores the "
-     "indexer with a fp32 GEMM and a reduction (the same values up to fp32 rounding). For "
+     "expert) and the lightning indexer's scoring (prefill and decode rows) on Hopper's "
+     "warpgroup MMA kernels (sm_90 only); 0 keeps the experts on the mma.sync tiles (the same "
+     "bits) and scores the indexer on fp32 FMAs (the same values up to fp32 rounding). For "
      "comparison and debugging."},
     {"DEEPINFER_DENSE_SPLIT_TARGET", VarType::kInt, "792",
      "CUDA backend: a decode-sized bf16 product whose one-row grid has fewer blocks than this "

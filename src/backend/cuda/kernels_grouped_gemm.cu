@@ -6,6 +6,7 @@
 //          a block computes BN/2 gate and the matching BN/2 up features, paired in the epilogue)
 //   down:  y[r, d] = act[r] . w2[e, d]                                                (fp32 out)
 //   dense: out[m, n] (+)= x[m] . w[n], the decode-sized products of matmul / grouped_matmul
+//          (bf16 x, or a row or two of fp32 x kept resident as bf16: launch_dense_gemm_f32)
 // Weight tiles stream in with cp.async through a multi-stage ring, overlapped with the
 // tensor-core work. On sm_90, prefill-sized expert batches go to kernels_expert_wgmma.cu
 // instead (same arithmetic per output). Tile shapes: Wide (64 rows x 128 columns, 2 stages) for
