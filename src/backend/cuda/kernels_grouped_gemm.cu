@@ -613,6 +613,13 @@ cudaError_t launch_resident_a(const GroupedArgs& a, int64_t M, int64_t batch, cu
   return cudaGetLastError();
 }
 
+// Whether a dense product's split workspace is there where it needs one.
+bool partials_given(int64_t M, int64_t N, int64_t K, int64_t batch, const float* partials,
+                    const int32_t* counters) {
+  const int64_t need = dense_gemm_partials(M, N, K, batch);
+  return need == 0 || (partials && counters && need <= 0x7fffffff);
+}
+
 // The arguments of a dense product; x_bf16 or x_f32 is null.
 GroupedArgs dense_args(const uint16_t* x_bf16, const float* x_f32, int64_t ldx, int64_t sx,
                        const uint16_t* w, int64_t ldw, int64_t sw, float* out, int64_t ldo,
@@ -645,8 +652,7 @@ cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const 
   if (M <= 0 || N <= 0 || batch <= 0) return cudaSuccess;
   if (!dense_gemm_supported(M, N, K, ldx, ldw, x, w) || sx % 8 != 0 || sw % 8 != 0)
     return cudaErrorInvalidValue;
-  const int64_t need = dense_gemm_partials(M, N, K, batch);
-  if (need > 0 && (!partials || !counters || need > 0x7fffffff)) return cudaErrorInvalidValue;
+  if (!partials_given(M, N, K, batch, partials, counters)) return cudaErrorInvalidValue;
   const GroupedArgs a = dense_args(x, nullptr, ldx, sx, w, ldw, sw, out, ldo, so, M, N, K, batch,
                                    accumulate, partials, counters);
   return a.splits > 1 ? launch_dense_tiles<kDenseSplitGemm>(a, M, batch, stream)
@@ -675,8 +681,7 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
   if (M <= 0 || N <= 0 || batch <= 0) return cudaSuccess;
   if (!dense_gemm_f32_supported(M, N, K, batch, ldx, ldw, x, w) || sx % 4 != 0 || sw % 8 != 0)
     return cudaErrorInvalidValue;
-  const int64_t need = dense_gemm_partials(M, N, K, batch);
-  if (need > 0 && (!partials || !counters || need > 0x7fffffff)) return cudaErrorInvalidValue;
+  if (!partials_given(M, N, K, batch, partials, counters)) return cudaErrorInvalidValue;
   const GroupedArgs a = dense_args(nullptr, x, ldx, sx, w, ldw, sw, out, ldo, so, M, N, K, batch,
                                    accumulate, partials, counters);
   return a.splits > 1 ? launch_resident_a<kDenseSplitGemm>(a, M, batch, stream)

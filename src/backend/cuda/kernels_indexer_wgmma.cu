@@ -48,7 +48,8 @@ struct IndexerArgs {
   const IndexerRow* rows = nullptr;  // per-row mode: blockIdx.x's row, its keys' halves
 };
 
-__global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint16_t* lo) {
+// k's n4 float4 as fp16 halves, hi and lo in two arrays (grid-stride over blockIdx.x).
+__device__ __forceinline__ void keys_hi_lo(const float* k, int64_t n4, uint16_t* hi, uint16_t* lo) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float4 v = __ldg(reinterpret_cast<const float4*>(k) + i);
@@ -57,16 +58,14 @@ __global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint
   }
 }
 
+__global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint16_t* lo) {
+  keys_hi_lo(k, n4, hi, lo);
+}
+
 // The same for the rows of many sequences: blockIdx.y takes keys[blockIdx.y].
 __global__ void keys_hi_lo_batch_kernel(const IndexerKeys* keys, int64_t d) {
   const IndexerKeys kk = keys[blockIdx.y];
-  const int64_t n4 = kk.E * d / 4;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(kk.k) + i);
-    const float x[4] = {v.x, v.y, v.z, v.w};
-    store_hi_lo(kk.halves + 4 * i, kk.halves + kk.E * d + 4 * i, x);
-  }
+  keys_hi_lo(kk.k, kk.E * d / 4, kk.halves, kk.halves + kk.E * d);
 }
 
 // Grid: (query pair, entry range): consecutive blocks share the range's key tiles in L2.
@@ -229,6 +228,32 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
 #endif
 }
 
+// Entry tiles per block for `units` (query pairs or rows) over `tiles` entry tiles: about
+// per_sm blocks per SM, at most kMaxTilesPerBlock tiles each.
+int64_t tiles_per_block(int64_t units, int64_t tiles, int64_t per_sm, int sms) {
+  return std::max<int64_t>(
+      1, std::min<int64_t>({kMaxTilesPerBlock, tiles, units * tiles / (per_sm * sms)}));
+}
+
+// The kernel's arguments: the prefill shape's keys, or none (per-row mode sets g.rows).
+IndexerArgs indexer_args(const float* q, const uint16_t* k_hi, const uint16_t* k_lo, const float* w,
+                         const int32_t* visible, int64_t M, int64_t E, int64_t nh, int64_t d,
+                         int64_t tpb, float scale, float* scores, int32_t* err) {
+  return IndexerArgs{q,
+                     k_hi,
+                     k_lo,
+                     w,
+                     visible,
+                     M,
+                     E,
+                     static_cast<int>(nh),
+                     static_cast<int>(d),
+                     static_cast<int>(tpb),
+                     scale,
+                     scores,
+                     err};
+}
+
 template <bool kPerRow>
 cudaError_t launch_kernel(const IndexerArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr size_t smem = kSmemBytes - (kPerRow ? kQBytes : 0);
@@ -259,25 +284,13 @@ cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int6
   uint16_t* k_lo = k_halves + E * d;
   const int64_t n4 = E * d / 4;
   keys_hi_lo_kernel<<<blocks_for(n4, 256), 256, 0, stream>>>(k, n4, k_hi, k_lo);
-  // Entry tiles per block: enough blocks for ~4 per SM, at most 16 tiles each.
+  // Enough blocks for ~4 per SM.
   const int64_t tiles = (E + kTileE - 1) / kTileE, pairs = (M + 1) / 2;
-  const int64_t tpb = std::max<int64_t>(
-      1, std::min<int64_t>({kMaxTilesPerBlock, tiles, pairs * tiles / (4 * sms)}));
+  const int64_t tpb = tiles_per_block(pairs, tiles, 4, sms);
   const int64_t ranges = (tiles + tpb - 1) / tpb;
   if (pairs > 0x7fffffff || ranges > 65535) return cudaErrorInvalidValue;
-  const IndexerArgs a{q,
-                      k_hi,
-                      k_lo,
-                      w,
-                      visible,
-                      M,
-                      E,
-                      static_cast<int>(nh),
-                      static_cast<int>(d),
-                      static_cast<int>(tpb),
-                      scale,
-                      scores,
-                      err};
+  const IndexerArgs a =
+      indexer_args(q, k_hi, k_lo, w, visible, M, E, nh, d, tpb, scale, scores, err);
   return launch_kernel<false>(a, dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(ranges)),
                               stream);
 }
@@ -293,25 +306,13 @@ cudaError_t launch_indexer_rows_wgmma(const float* q, int64_t M, int64_t nh, int
     keys_hi_lo_batch_kernel<<<dim3(blocks_for(std::min<int64_t>(max_keys * d / 4, 1 << 16), 256),
                                    static_cast<unsigned>(nkeys)),
                               256, 0, stream>>>(keys, d);
-  // Entry tiles per block: about two blocks per SM (one fits), at most 16 tiles each.
+  // About two blocks per SM (one fits).
   const int64_t tiles = (N + kTileE - 1) / kTileE;
-  const int64_t tpb =
-      std::max<int64_t>(1, std::min<int64_t>({kMaxTilesPerBlock, tiles, R * tiles / (2 * sms)}));
+  const int64_t tpb = tiles_per_block(R, tiles, 2, sms);
   const int64_t ranges = (tiles + tpb - 1) / tpb;
   if (R > 0x7fffffff || ranges > 65535) return cudaErrorInvalidValue;
-  IndexerArgs a{q,
-                nullptr,
-                nullptr,
-                w,
-                visible,
-                M,
-                N,
-                static_cast<int>(nh),
-                static_cast<int>(d),
-                static_cast<int>(tpb),
-                scale,
-                scores,
-                err};
+  IndexerArgs a =
+      indexer_args(q, nullptr, nullptr, w, visible, M, N, nh, d, tpb, scale, scores, err);
   a.rows = rows;
   return launch_kernel<true>(a, dim3(static_cast<unsigned>(R), static_cast<unsigned>(ranges)),
                              stream);
