@@ -29,6 +29,12 @@ constexpr VarSpec kVars[] = {
      "CUDA backend: run each decode forward as one CUDA graph (recorded, then replayed through a "
      "kept executable graph of the same batch size and layout), removing the gaps between its "
      "~400 launches. Off with the sync guard disabled."},
+    {"DEEPINFER_CUDA_PDL", VarType::kBool, "1",
+     "CUDA backend: launch each kernel as a programmatic dependent of the kernel before it "
+     "(Hopper's programmatic dependent launch): its blocks are scheduled while that kernel "
+     "drains and wait for its writes, which hides most of the launch gap between the short "
+     "kernels of a decode step. 0 launches plainly (the same results). For comparison and "
+     "debugging."},
     {"DEEPINFER_CUDA_WGMMA", VarType::kBool, "1",
      "CUDA backend: run the routed experts of prefill-sized batches (more than 8 rows per "
      "expert) and the lightning indexer's scoring (prefill and decode rows) on Hopper's "

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cuda/kernels.h"
 #include "bench/random_weights.h"
 #include "cuda_test_util.h"
 #include "model/deepseek_v4/model.h"
@@ -17,49 +18,63 @@ namespace {
 using deepseek_v4::Model;
 using deepseek_v4::SequenceState;
 
+// Contexts past the window, one HCA window close (every 128 tokens) within 24 steps and CSA
+// closes every 4: the op list changes between steps.
+const std::vector<int64_t> kContexts = {250, 131, 300, 77};
+
+std::vector<SequenceState> make_states(const Model& model, Backend& gpu) {
+  std::vector<SequenceState> st;
+  for (size_t i = 0; i < kContexts.size(); ++i) {
+    st.push_back(model.new_state());
+    st.back().fill_synthetic(model.config(), gpu, kContexts[i], 40 + i, 64);
+  }
+  return st;
+}
+
+std::unique_ptr<Model> csa_hca_sliding_model(Backend& gpu) {
+  bench::PresetOptions preset;
+  preset.layer_types = {"csa", "hca", "sliding"};
+  return bench::make_random_model(preset, 11, gpu);
+}
+
+// Decode step `step` over `states`: batch sizes 4, then 3 (the last sequence sits out every third
+// step), then 4 again.
+Tensor decode_step(Model& model, std::vector<SequenceState>& states, int step) {
+  const size_t B = step % 3 == 2 ? 3 : 4;
+  std::vector<int32_t> tokens(B);
+  for (size_t i = 0; i < B; ++i) tokens[i] = static_cast<int32_t>((97 * step + 31 * i) % 500);
+  std::vector<Model::BatchItem> items;
+  for (size_t i = 0; i < B; ++i)
+    items.push_back({std::span<const int32_t>(&tokens[i], 1), &states[i]});
+  return model.forward_batch(items);
+}
+
+int64_t count_differing(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.numel(), b.numel());
+  int64_t differ = 0;
+  for (int64_t k = 0; k < a.numel() && k < b.numel(); ++k)
+    differ += std::memcmp(a.data_as<float>() + k, b.data_as<float>() + k, 4) != 0;
+  return differ;
+}
+
 TEST(CudaGraphs, ReplayedDecodeStepsGiveTheEagerLogits) {
   REQUIRE_GPU();
   std::unique_ptr<Backend> gpu = make_cuda_backend();
-  bench::PresetOptions preset;
-  preset.layer_types = {"csa", "hca", "sliding"};
-  const std::unique_ptr<Model> model = bench::make_random_model(preset, 11, *gpu);
-  const ModelConfig& c = model->config();
-  // Contexts past the window, one HCA window close (every 128 tokens) within the steps and CSA
-  // closes every 4: the op list changes between steps.
-  const std::vector<int64_t> contexts = {250, 131, 300, 77};
-  auto make_states = [&] {
-    std::vector<SequenceState> st;
-    for (size_t i = 0; i < contexts.size(); ++i) {
-      st.push_back(model->new_state());
-      st.back().fill_synthetic(c, *gpu, contexts[i], 40 + i, 64);
-    }
-    return st;
-  };
-  std::vector<SequenceState> eager_states = make_states(), graph_states = make_states();
+  const std::unique_ptr<Model> model = csa_hca_sliding_model(*gpu);
+  std::vector<SequenceState> eager_states = make_states(*model, *gpu),
+                             graph_states = make_states(*model, *gpu);
   const cuda::GraphStats before = *cuda_graph_stats(*gpu);
   constexpr int kSteps = 24;
   int64_t graph_steps = 0;
   for (int step = 0; step < kSteps; ++step) {
-    // Batch sizes 4, then 3 (the last sequence sits out every third step), then 4 again.
-    const size_t B = step % 3 == 2 ? 3 : 4;
-    std::vector<int32_t> tokens(B);
-    for (size_t i = 0; i < B; ++i) tokens[i] = static_cast<int32_t>((97 * step + 31 * i) % 500);
-    auto run = [&](std::vector<SequenceState>& states, bool graphs) {
-      std::vector<Model::BatchItem> items;
-      for (size_t i = 0; i < B; ++i)
-        items.push_back({std::span<const int32_t>(&tokens[i], 1), &states[i]});
-      set_cuda_graphs(*gpu, graphs);
-      return model->forward_batch(items);
-    };
-    const Tensor eager = run(eager_states, false);
-    const Tensor graphed = run(graph_states, true);
+    set_cuda_graphs(*gpu, false);
+    const Tensor eager = decode_step(*model, eager_states, step);
+    set_cuda_graphs(*gpu, true);
+    const Tensor graphed = decode_step(*model, graph_states, step);
     ++graph_steps;
-    ASSERT_EQ(eager.numel(), graphed.numel());
-    int64_t differ = 0;
-    for (int64_t k = 0; k < eager.numel(); ++k)
-      differ += std::memcmp(eager.data_as<float>() + k, graphed.data_as<float>() + k, 4) != 0;
-    ASSERT_EQ(differ, 0) << "step " << step << " (batch " << B << "): " << differ << " of "
-                         << eager.numel() << " logits differ";
+    const int64_t differ = count_differing(eager, graphed);
+    ASSERT_EQ(differ, 0) << "step " << step << ": " << differ << " of " << eager.numel()
+                         << " logits differ";
   }
   set_cuda_graphs(*gpu, true);
   const cuda::GraphStats& after = *cuda_graph_stats(*gpu);
@@ -70,6 +85,37 @@ TEST(CudaGraphs, ReplayedDecodeStepsGiveTheEagerLogits) {
   EXPECT_GT(after.updated - before.updated, kSteps / 2) << "kept graphs are replayed";
   EXPECT_LT(after.instantiated - before.instantiated, kSteps / 2);
   EXPECT_GT(after.nodes, 50) << "the whole forward is one graph";
+}
+
+// Kernels launched as programmatic dependents of the kernel before them (launch.cuh: blocks
+// scheduled early, waiting for that kernel's writes) give bitwise the logits of plain launches,
+// eagerly and in graphs, and the recorded graphs keep the programmatic edges (plain launches
+// record none).
+TEST(CudaGraphs, ProgrammaticLaunchesGiveThePlainLogits) {
+  REQUIRE_GPU();
+  std::unique_ptr<Backend> gpu = make_cuda_backend();
+  const std::unique_ptr<Model> model = csa_hca_sliding_model(*gpu);
+  std::vector<SequenceState> plain = make_states(*model, *gpu), eager = make_states(*model, *gpu),
+                             graphed = make_states(*model, *gpu);
+  int device = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  for (int step = 0; step < 12; ++step) {
+    cuda::set_programmatic_launch(false);
+    set_cuda_graphs(*gpu, true);
+    const Tensor want = decode_step(*model, plain, step);
+    EXPECT_EQ(cuda_graph_stats(*gpu)->programmatic_edges, 0) << "step " << step;
+    cuda::set_programmatic_launch(true);
+    const Tensor got_graph = decode_step(*model, graphed, step);
+    if (major >= 9) {
+      EXPECT_GT(cuda_graph_stats(*gpu)->programmatic_edges, 50) << "step " << step;
+    }
+    set_cuda_graphs(*gpu, false);
+    const Tensor got_eager = decode_step(*model, eager, step);
+    set_cuda_graphs(*gpu, true);
+    EXPECT_EQ(count_differing(want, got_graph), 0) << "graph, step " << step;
+    ASSERT_EQ(count_differing(want, got_eager), 0) << "eager, step " << step;
+  }
 }
 
 // A prefill (several tokens of one sequence) is not recorded: graphs are for decode steps.

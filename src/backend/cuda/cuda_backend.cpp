@@ -167,6 +167,7 @@ CudaBackend::CudaBackend(int device)
   guard_disabled_ = env::get_bool("DEEPINFER_DISABLE_SYNC_GUARD") || sync_each_;
   graphs_enabled_ = env::get_bool("DEEPINFER_CUDA_GRAPHS");
   set_dense_split_target(env::get_int("DEEPINFER_DENSE_SPLIT_TARGET"));
+  set_programmatic_launch(env::get_bool("DEEPINFER_CUDA_PDL"));
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
         "CUDA backend: compute capability");

@@ -69,6 +69,17 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
       layout = (layout ^ static_cast<uint64_t>(type)) * 0x100000001b3ull;
     }
   }
+  size_t num_edges = 0, programmatic = 0;
+  if (err == cudaSuccess) err = cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &num_edges);
+  if (err == cudaSuccess && num_edges > 0) {
+    from_.resize(num_edges);
+    to_.resize(num_edges);
+    edges_.resize(num_edges);
+    err = cudaGraphGetEdges(graph, from_.data(), to_.data(), edges_.data(), &num_edges);
+    for (size_t i = 0; err == cudaSuccess && i < num_edges; ++i)
+      programmatic += edges_[i].type == cudaGraphDependencyTypeProgrammatic;
+  }
+  layout = (layout ^ programmatic) * 0x100000001b3ull;
   std::deque<Kept>& list = kept_[key];
   cudaGraphExec_t exec = nullptr;
   for (auto it = list.begin(); err == cudaSuccess && it != list.end(); ++it) {
@@ -102,6 +113,7 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
   check(cudaGraphLaunch(exec, stream), "CUDA graph: launch");
   ++stats_.launched;
   stats_.nodes = static_cast<int64_t>(nodes);
+  stats_.programmatic_edges = static_cast<int64_t>(programmatic);
 }
 
 }  // namespace deepinfer::cuda

@@ -1,9 +1,10 @@
 // Executable CUDA graphs of recorded launch sequences, kept per key (the model uses the decode
 // batch size) and per layout (the node types in order: a recorded stream is a chain, so that is
-// its whole topology). A recorded sequence whose layout matches a kept graph is
-// written into it with cudaGraphExecUpdate (new kernel arguments, copy addresses and grids;
-// far cheaper than instantiating) and replayed; a new layout is instantiated once and kept.
-// Replaying one graph instead of ~400 launches removes the per-launch gaps on the device.
+// its whole topology, and how many of its edges are programmatic). A recorded sequence whose layout
+// matches a kept graph is written into it with cudaGraphExecUpdate (new kernel arguments, copy
+// addresses and grids; far cheaper than instantiating) and replayed; a new layout is instantiated
+// once and kept. Replaying one graph instead of ~400 launches removes the per-launch gaps on the
+// device.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,13 +18,14 @@
 namespace deepinfer::cuda {
 
 struct GraphStats {
-  int64_t launched = 0;           // graphs run
-  int64_t instantiated = 0;       // new executable graphs
-  int64_t updated = 0;            // runs that reused a kept executable graph
-  int64_t update_failures = 0;    // a kept graph of the same layout refused the update
-  int last_update_result = 0;     // cudaGraphExecUpdateResult of the last refusal
-  std::string last_refused_node;  // what that refusal named (node type, kernel or copy)
-  int64_t nodes = 0;              // nodes of the last graph
+  int64_t launched = 0;            // graphs run
+  int64_t instantiated = 0;        // new executable graphs
+  int64_t updated = 0;             // runs that reused a kept executable graph
+  int64_t update_failures = 0;     // a kept graph of the same layout refused the update
+  int last_update_result = 0;      // cudaGraphExecUpdateResult of the last refusal
+  std::string last_refused_node;   // what that refusal named (node type, kernel or copy)
+  int64_t nodes = 0;               // nodes of the last graph
+  int64_t programmatic_edges = 0;  // of its edges, programmatic ones (launch.cuh)
 };
 
 class GraphCache {
@@ -44,7 +46,7 @@ class GraphCache {
 
  private:
   struct Kept {
-    uint64_t layout;  // hash of the node types in order
+    uint64_t layout;  // hash of the node types in order and the programmatic edge count
     cudaGraphExec_t exec;
   };
   // Executable graphs kept per key, most recently used first.
@@ -52,7 +54,8 @@ class GraphCache {
   std::map<int64_t, std::deque<Kept>> kept_;
   bool recording_ = false;
   GraphStats stats_;
-  std::vector<cudaGraphNode_t> nodes_;  // scratch for reading a graph's nodes
+  std::vector<cudaGraphNode_t> nodes_, from_, to_;  // scratch for reading a graph's nodes, edges
+  std::vector<cudaGraphEdgeData> edges_;
 };
 
 }  // namespace deepinfer::cuda

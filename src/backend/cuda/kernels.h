@@ -26,6 +26,11 @@ enum : int32_t {
   kErrMoeExpert = 7,       // moe_experts: idx entry outside [0, E)
 };
 
+// Kernels launch as programmatic dependents of the kernel before them in their stream
+// (launch.cuh; default on); off launches them plainly. For the whole process: the backend sets
+// it from DEEPINFER_CUDA_PDL.
+void set_programmatic_launch(bool on);
+
 // ---- dense / elementwise (kernels_dense.cu) ----------------------------------------------------
 // One copy of copy_batch: `bytes` bytes from src to dst (device addresses).
 struct CopyDesc {

@@ -3,6 +3,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -14,6 +15,7 @@ constexpr int kThreads = 256;
 // slots are all -inf has no weights and gets 0.
 __global__ void window_pool_kernel(const float* kv, const float* gate, int64_t N, int64_t S,
                                    int64_t d, float* out) {
+  grid_dependency_begin();
   const int64_t total = N * d;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -59,6 +61,7 @@ constexpr int64_t kDedupTableEntries = 40 * 1024;
 
 __global__ void dedup_table_kernel(const AttnRow* rows, int64_t Kmax, int32_t* list, int32_t* count,
                                    int32_t* err) {
+  grid_dependency_begin();
   extern __shared__ int32_t first[];  // [E]
   __shared__ int warp_counts[32];
   __shared__ int base;
@@ -88,6 +91,7 @@ __global__ void dedup_table_kernel(const AttnRow* rows, int64_t Kmax, int32_t* l
 // Pairwise scan, for rows whose entries do not fit dedup_table_kernel's table.
 __global__ void dedup_kernel(const AttnRow* rows, int64_t Kmax, bool staged, int32_t* list,
                              int32_t* count, int32_t* err) {
+  grid_dependency_begin();
   extern __shared__ int32_t row_s[];
   __shared__ int warp_counts[32];
   __shared__ int base;
@@ -121,6 +125,7 @@ __global__ void dedup_kernel(const AttnRow* rows, int64_t Kmax, bool staged, int
 __global__ void indexer_reduce_kernel(const float* dots, int64_t M, int64_t nh, int64_t E,
                                       const float* w, float scale, const int32_t* visible,
                                       float* scores, int32_t* err) {
+  grid_dependency_begin();
   const int64_t total = M * E;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -150,6 +155,7 @@ constexpr int kIdxThreads = 256;
 __global__ void indexer_rows_kernel(const float* q, int64_t nh, int64_t d, const float* w,
                                     const int32_t* visible, const IndexerRow* rows, int64_t N,
                                     float scale, float* scores, int32_t* err) {
+  grid_dependency_begin();
   extern __shared__ float sm[];
   const IndexerRow row = rows[blockIdx.x];
   const int64_t e0 = int64_t{blockIdx.y} * kIdxEntries;
@@ -201,6 +207,7 @@ __device__ __forceinline__ uint32_t topk_value_key(float v) {
 // lowest indices first); the k keys are gathered and bitonic-sorted in shared memory.
 __global__ void __launch_bounds__(kTopkThreads)
     topk_kernel(const float* scores, int64_t N, int k, int P, bool staged, int32_t* idx) {
+  grid_dependency_begin();
   extern __shared__ unsigned long long buf[];  // [P], then the staged row [N] (uint32)
   uint32_t* vals = reinterpret_cast<uint32_t*>(buf + P);
   __shared__ unsigned hist[256];
@@ -323,8 +330,8 @@ cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, in
   const int64_t total = N * d;
   if (total <= 0) return cudaSuccess;
   const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
-  window_pool_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(kv, gate, N, S, d, out);
-  return cudaGetLastError();
+  return launch_kernel(window_pool_kernel, blocks_for(capped, kThreads), kThreads, 0, stream, kv,
+                       gate, N, S, d, out);
 }
 
 cudaError_t launch_dedup_idx(const AttnRow* rows, int64_t M, int64_t Kmax, int64_t Emax,
@@ -336,15 +343,14 @@ cudaError_t launch_dedup_idx(const AttnRow* rows, int64_t M, int64_t Kmax, int64
         cudaFuncSetAttribute(dedup_table_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kDedupTableEntries * sizeof(int32_t)));
     if (attr != cudaSuccess) return attr;
-    dedup_table_kernel<<<static_cast<unsigned>(M), kThreads,
-                         static_cast<size_t>(Emax > 0 ? Emax : 1) * sizeof(int32_t), stream>>>(
-        rows, Kmax, list, count, err);
-    return cudaGetLastError();
+    return launch_kernel(dedup_table_kernel, static_cast<unsigned>(M), kThreads,
+                         static_cast<size_t>(Emax > 0 ? Emax : 1) * sizeof(int32_t), stream, rows,
+                         Kmax, list, count, err);
   }
   const bool staged = Kmax * sizeof(int32_t) <= 32 * 1024;
-  dedup_kernel<<<static_cast<unsigned>(M), kThreads, staged ? Kmax * sizeof(int32_t) : 0, stream>>>(
-      rows, Kmax, staged, list, count, err);
-  return cudaGetLastError();
+  return launch_kernel(dedup_kernel, static_cast<unsigned>(M), kThreads,
+                       staged ? Kmax * sizeof(int32_t) : 0, stream, rows, Kmax, staged, list, count,
+                       err);
 }
 
 cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,
@@ -353,9 +359,8 @@ cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int6
   const int64_t total = M * E;
   if (total <= 0) return cudaSuccess;
   const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
-  indexer_reduce_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(
-      dots, M, nh, E, w, scale, visible, scores, err);
-  return cudaGetLastError();
+  return launch_kernel(indexer_reduce_kernel, blocks_for(capped, kThreads), kThreads, 0, stream,
+                       dots, M, nh, E, w, scale, visible, scores, err);
 }
 
 int64_t indexer_rows_smem(int64_t nh, int64_t d) {
@@ -373,10 +378,10 @@ cudaError_t launch_indexer_rows(const float* q, int64_t nh, int64_t d, const flo
   static const cudaError_t attr = cudaFuncSetAttribute(
       indexer_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
   if (attr != cudaSuccess) return attr;
-  indexer_rows_kernel<<<dim3(static_cast<unsigned>(R), static_cast<unsigned>(tiles)), kIdxThreads,
-                        static_cast<size_t>(smem), stream>>>(q, nh, d, w, visible, rows, N, scale,
-                                                             scores, err);
-  return cudaGetLastError();
+  return launch_kernel(indexer_rows_kernel,
+                       dim3(static_cast<unsigned>(R), static_cast<unsigned>(tiles)), kIdxThreads,
+                       static_cast<size_t>(smem), stream, q, nh, d, w, visible, rows, N, scale,
+                       scores, err);
 }
 
 cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_t* idx,
@@ -392,9 +397,8 @@ cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_
       topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(kMaxTopk * sizeof(unsigned long long) + kTopkStageMax * sizeof(uint32_t)));
   if (attr != cudaSuccess) return attr;
-  topk_kernel<<<static_cast<unsigned>(M), kTopkThreads, bytes, stream>>>(scores, N, k, P, staged,
-                                                                         idx);
-  return cudaGetLastError();
+  return launch_kernel(topk_kernel, static_cast<unsigned>(M), kTopkThreads, bytes, stream, scores,
+                       N, k, P, staged, idx);
 }
 
 }  // namespace deepinfer::cuda

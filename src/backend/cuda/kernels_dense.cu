@@ -1,6 +1,7 @@
 // Elementwise and row kernels: bf16 casts, embedding, add, rms_norm, RoPE, swiglu.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -16,6 +17,7 @@ unsigned grid_for(int64_t n) {
 }
 
 __global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
+  grid_dependency_begin();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     out[i] = f32_to_bf16_bits(in[i]);
@@ -25,6 +27,7 @@ __global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
 // move hundreds of MB) where both ends are 16-byte aligned; the last n % 8 one per thread.
 // Every element rounds as in f32_to_bf16_kernel.
 __global__ void f32_to_bf16_x8_kernel(const float* in, uint16_t* out, int64_t n) {
+  grid_dependency_begin();
   const int64_t n8 = n / 8, first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   for (int64_t i = first; i < n8; i += int64_t{gridDim.x} * blockDim.x) {
     const float4 a = __ldg(reinterpret_cast<const float4*>(in) + 2 * i);
@@ -42,6 +45,7 @@ __global__ void f32_to_bf16_x8_kernel(const float* in, uint16_t* out, int64_t n)
 
 __global__ void embedding_kernel(const int32_t* ids, const void* table, bool bf16, int64_t V,
                                  int64_t D, float* out, int32_t* err) {
+  grid_dependency_begin();
   const int64_t m = blockIdx.x;
   const int32_t id = ids[m];
   float* o = out + m * D;
@@ -60,6 +64,7 @@ __global__ void embedding_kernel(const int32_t* ids, const void* table, bool bf1
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  grid_dependency_begin();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     out[i] = a[i] + b[i];
@@ -69,6 +74,7 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n
 // row's loads all in flight at once (a 4096-wide decode row in one round trip instead of 16).
 // The whole row is read before any write, so out may be x.
 __global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int64_t D, float* out) {
+  grid_dependency_begin();
   __shared__ float red[32];
   const int64_t i = threadIdx.x * int64_t{4};
   const bool mine = i < D;
@@ -93,6 +99,7 @@ __global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int6
 // One block per row (any D). The whole row is read (sum of squares) before any write, so out may
 // be x.
 __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t D, float* out) {
+  grid_dependency_begin();
   __shared__ float red[32];
   const float* xr = x + blockIdx.x * D;
   float* orow = out + blockIdx.x * D;
@@ -111,6 +118,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64
 // (position * inv_freq), its cos / sin evaluated in double as the CPU backend does.
 __global__ void rope_kernel(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* pos,
                             const float* freq, int64_t R, float sign) {
+  grid_dependency_begin();
   const int64_t total = M * H * R;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -136,6 +144,7 @@ __device__ __forceinline__ float swiglu1(float g, float u, float limit) {
 
 __global__ void swiglu_kernel(const float* g, const float* u, float limit, int64_t n, float* out,
                               uint16_t* out_bf16) {
+  grid_dependency_begin();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float v = swiglu1(g[i], u[i], limit);
@@ -146,6 +155,7 @@ __global__ void swiglu_kernel(const float* g, const float* u, float limit, int64
 
 __global__ void swiglu_pairs_kernel(const float* h, int64_t R, int64_t I, float limit,
                                     uint16_t* act) {
+  grid_dependency_begin();
   const int64_t n = R * I;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < n;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -156,6 +166,7 @@ __global__ void swiglu_pairs_kernel(const float* h, int64_t R, int64_t I, float 
 
 __global__ void gather_rows_bf16_kernel(const float* x, const int32_t* rows, int64_t D,
                                         uint16_t* xg) {
+  grid_dependency_begin();
   const int64_t r = blockIdx.x;
   const float* src = x + int64_t{rows[r]} * D;
   uint16_t* dst = xg + r * D;
@@ -168,24 +179,22 @@ cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaSt
   if (n <= 0) return cudaSuccess;
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   if (aligned(in) && aligned(out))
-    f32_to_bf16_x8_kernel<<<grid_for((n + 7) / 8), kThreads, 0, stream>>>(in, out, n);
+    return launch_kernel(f32_to_bf16_x8_kernel, grid_for((n + 7) / 8), kThreads, 0, stream, in, out,
+                         n);
   else
-    f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, out, n);
-  return cudaGetLastError();
+    return launch_kernel(f32_to_bf16_kernel, grid_for(n), kThreads, 0, stream, in, out, n);
 }
 
 cudaError_t launch_embedding(const int32_t* ids, int64_t M, const void* table, bool table_bf16,
                              int64_t V, int64_t D, float* out, int32_t* err, cudaStream_t stream) {
   if (M <= 0 || D <= 0) return cudaSuccess;
-  embedding_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(ids, table, table_bf16, V, D,
-                                                                      out, err);
-  return cudaGetLastError();
+  return launch_kernel(embedding_kernel, static_cast<unsigned>(M), kThreads, 0, stream, ids, table,
+                       table_bf16, V, D, out, err);
 }
 
 cudaError_t launch_add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, b, out, n);
-  return cudaGetLastError();
+  return launch_kernel(add_kernel, grid_for(n), kThreads, 0, stream, a, b, out, n);
 }
 
 cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t D,
@@ -194,41 +203,39 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int6
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   if (D % 4 == 0 && D <= 4096 && aligned(x) && aligned(out) && (!weight || aligned(weight))) {
     const int64_t threads = (D / 4 + 31) / 32 * 32;
-    rms_norm4_kernel<<<static_cast<unsigned>(rows), static_cast<unsigned>(threads), 0, stream>>>(
-        x, weight, eps, D, out);
-    return cudaGetLastError();
+    return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(rows),
+                         static_cast<unsigned>(threads), 0, stream, x, weight, eps, D, out);
   }
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, eps, D, out);
-  return cudaGetLastError();
+  return launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, weight,
+                       eps, D, out);
 }
 
 cudaError_t launch_rope(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* positions,
                         const float* inv_freq, int64_t R, bool inverse, cudaStream_t stream) {
   if (M <= 0 || H <= 0 || R <= 0) return cudaSuccess;
-  rope_kernel<<<grid_for(M * H * R), kThreads, 0, stream>>>(x, M, H, hd, positions, inv_freq, R,
-                                                            inverse ? -1.f : 1.f);
-  return cudaGetLastError();
+  return launch_kernel(rope_kernel, grid_for(M * H * R), kThreads, 0, stream, x, M, H, hd,
+                       positions, inv_freq, R, inverse ? -1.f : 1.f);
 }
 
 cudaError_t launch_swiglu(const float* gate, const float* up, float limit, int64_t n, float* out,
                           uint16_t* out_bf16, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  swiglu_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, limit, n, out, out_bf16);
-  return cudaGetLastError();
+  return launch_kernel(swiglu_kernel, grid_for(n), kThreads, 0, stream, gate, up, limit, n, out,
+                       out_bf16);
 }
 
 cudaError_t launch_swiglu_pairs(const float* h, int64_t R, int64_t I, float limit,
                                 uint16_t* act_bf16, cudaStream_t stream) {
   if (R <= 0 || I <= 0) return cudaSuccess;
-  swiglu_pairs_kernel<<<grid_for(R * I), kThreads, 0, stream>>>(h, R, I, limit, act_bf16);
-  return cudaGetLastError();
+  return launch_kernel(swiglu_pairs_kernel, grid_for(R * I), kThreads, 0, stream, h, R, I, limit,
+                       act_bf16);
 }
 
 cudaError_t launch_gather_rows_bf16(const float* x, const int32_t* rows, int64_t R, int64_t D,
                                     uint16_t* xg, cudaStream_t stream) {
   if (R <= 0 || D <= 0) return cudaSuccess;
-  gather_rows_bf16_kernel<<<static_cast<unsigned>(R), kThreads, 0, stream>>>(x, rows, D, xg);
-  return cudaGetLastError();
+  return launch_kernel(gather_rows_bf16_kernel, static_cast<unsigned>(R), kThreads, 0, stream, x,
+                       rows, D, xg);
 }
 
 namespace {
@@ -236,6 +243,7 @@ namespace {
 // One block per copy (grid-strided over the copies): 16-byte moves when both ends and the length
 // allow, else 4-byte, else bytes.
 __global__ void copy_batch_kernel(const CopyDesc* descs, int64_t n) {
+  grid_dependency_begin();
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const CopyDesc d = descs[i];
     const auto s = reinterpret_cast<uintptr_t>(d.src), t = reinterpret_cast<uintptr_t>(d.dst);
@@ -260,6 +268,7 @@ __global__ void copy_batch_kernel(const CopyDesc* descs, int64_t n) {
 // strided), the widest access the alignment allows.
 __global__ void copy_rows_kernel(const char* src, int64_t src_pitch, char* dst, int64_t M,
                                  int64_t width) {
+  grid_dependency_begin();
   const bool wide = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
                      static_cast<uintptr_t>(src_pitch) | static_cast<uintptr_t>(width)) %
                         16 ==
@@ -282,16 +291,14 @@ cudaError_t launch_copy_rows(const void* src, int64_t src_pitch, void* dst, int6
                              int64_t width, cudaStream_t stream) {
   if (M <= 0 || width <= 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>(M < 65535 ? M : 65535);
-  copy_rows_kernel<<<blocks, 128, 0, stream>>>(static_cast<const char*>(src), src_pitch,
-                                               static_cast<char*>(dst), M, width);
-  return cudaGetLastError();
+  return launch_kernel(copy_rows_kernel, blocks, 128, 0, stream, static_cast<const char*>(src),
+                       src_pitch, static_cast<char*>(dst), M, width);
 }
 
 cudaError_t launch_copy_batch(const CopyDesc* descs, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>(n < 65535 ? n : 65535);
-  copy_batch_kernel<<<blocks, 128, 0, stream>>>(descs, n);
-  return cudaGetLastError();
+  return launch_kernel(copy_batch_kernel, blocks, 128, 0, stream, descs, n);
 }
 
 }  // namespace deepinfer::cuda

@@ -13,6 +13,7 @@
 // mma.sync tiles (the batch-invariance test checks the bits agree).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/wgmma_ptx.cuh"
 
@@ -45,6 +46,7 @@ struct ExpertArgs {
 // Grid: (tile slot) x (column tile): consecutive blocks share the tile's rows.
 template <bool kUp>
 __global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(ExpertArgs g) {
+  grid_dependency_begin();
 #if DI_HAVE_WGMMA
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -175,9 +177,8 @@ cudaError_t launch_expert_wgmma(const ExpertArgs& a, int64_t max_tiles, cudaStre
       cudaFuncSetAttribute(expert_wgmma_kernel<kUp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmemBytes));
   if (attr != cudaSuccess) return attr;
-  expert_wgmma_kernel<kUp>
-      <<<static_cast<unsigned>(max_tiles * col_tiles), kThreads, kSmemBytes, stream>>>(a);
-  return cudaGetLastError();
+  return launch_kernel(expert_wgmma_kernel<kUp>, static_cast<unsigned>(max_tiles * col_tiles),
+                       kThreads, kSmemBytes, stream, a);
 }
 
 }  // namespace

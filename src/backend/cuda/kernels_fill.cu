@@ -3,6 +3,7 @@
 // round-to-nearest-even bf16).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -19,6 +20,7 @@ __device__ __forceinline__ float fill_unit(unsigned long long seed, unsigned lon
 // Grid-stride over pairs of elements, so bf16 stores are 4 bytes wide.
 __global__ void fill_random_kernel(void* out, bool bf16, int64_t n, unsigned long long seed,
                                    float lo, float span) {
+  grid_dependency_begin();
   const int64_t pairs = (n + 1) / 2;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs;
@@ -59,8 +61,8 @@ cudaError_t launch_fill_random(void* out, bool bf16, int64_t n, uint64_t seed, f
   const int64_t max_blocks = int64_t{132} * 32;
   const int64_t want = (pairs + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(want < max_blocks ? want : max_blocks);
-  fill_random_kernel<<<blocks, kThreads, 0, stream>>>(out, bf16, n, seed, lo, hi - lo);
-  return cudaGetLastError();
+  return launch_kernel(fill_random_kernel, blocks, kThreads, 0, stream, out, bf16, n, seed, lo,
+                       hi - lo);
 }
 
 }  // namespace deepinfer::cuda

@@ -16,6 +16,7 @@
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
 #include <algorithm>
@@ -110,6 +111,7 @@ __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
 // 8 * NT dims).
 template <int NT, int G>
 __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnParams p) {
+  grid_dependency_begin();
   constexpr int kThreads = kWarps * 32 * G, kBlockHeads = kHeads * G;
   constexpr int hdp = 32 * NT, ld = hdp + kPad, wdims = 8 * NT;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -433,6 +435,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
 __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* part_o,
                                              const float* part_ml, int64_t hd, const float* sinks,
                                              int64_t H, float* out) {
+  grid_dependency_begin();
   const int64_t mh = blockIdx.x, m = mh / H, h = mh % H;
   const int splits = rows[m].splits;
   if (splits <= 1) return;
@@ -465,8 +468,7 @@ cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t strea
       cudaFuncSetAttribute(flash_attention_kernel<NT, G>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (attr != cudaSuccess) return attr;
-  flash_attention_kernel<NT, G><<<blocks, kWarps * 32 * G, bytes, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(flash_attention_kernel<NT, G>, blocks, kWarps * 32 * G, bytes, stream, p);
 }
 
 template <int NT>
@@ -531,14 +533,14 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
   else
     e = launch_nt<16>(p, groups_per_block, nblocks, stream);
   if (e != cudaSuccess || !any_split) return e;
-  flash_attention_merge_kernel<<<static_cast<unsigned>(M * H), 128, 0, stream>>>(
-      rows, p.part_o, p.part_ml, hd, sinks, H, out);
-  return cudaGetLastError();
+  return launch_kernel(flash_attention_merge_kernel, static_cast<unsigned>(M * H), 128, 0, stream,
+                       rows, p.part_o, p.part_ml, hd, sinks, H, out);
 }
 
 namespace {
 
 __global__ void split_keys_kernel(const float* src, int64_t rows, int64_t hd4, uint16_t* dst) {
+  grid_dependency_begin();
   const int64_t n = rows * hd4;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -556,8 +558,8 @@ cudaError_t launch_split_keys(const float* src, int64_t rows, int64_t hd, uint16
                               cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (hd % 4 != 0 || (reinterpret_cast<uintptr_t>(src) & 15) != 0) return cudaErrorInvalidValue;
-  split_keys_kernel<<<blocks_for(rows * hd / 4, 256), 256, 0, stream>>>(src, rows, hd / 4, dst);
-  return cudaGetLastError();
+  return launch_kernel(split_keys_kernel, blocks_for(rows * hd / 4, 256), 256, 0, stream, src, rows,
+                       hd / 4, dst);
 }
 
 }  // namespace deepinfer::cuda

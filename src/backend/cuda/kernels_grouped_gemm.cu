@@ -17,6 +17,7 @@
 // shape gives the same bits for a row.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
 #include <algorithm>
@@ -182,6 +183,12 @@ __host__ __device__ constexpr int64_t resident_lda(int64_t seg_tiles) {
 // same of w3. kResA (dense modes, g.x_f32): A resident in shared memory after the weight stages.
 template <Mode kMode, typename T, bool kResA = false>
 __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
+  // kResA: the first weight stages stream in before the wait (nothing writes weights), so they
+  // overlap the kernel before this one; everything else waits first.
+  if constexpr (kResA)
+    allow_dependent_launch();
+  else
+    grid_dependency_begin();
   constexpr bool kUp = kMode == kUpGemm, kSplit = kMode == kDenseSplitGemm;
   constexpr bool kDense = kMode == kDenseGemm || kSplit;
   static_assert(!kResA || kDense, "resident A is for dense products");
@@ -305,6 +312,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st);
+  if constexpr (kResA) wait_for_prior_grid();
   if constexpr (kAF32) {
     load_a(0);
     store_a(0);
@@ -486,11 +494,11 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
       cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
   if (attr != cudaSuccess) return attr;
-  grouped_gemm_kernel<kMode, T>
-      <<<dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
-              static_cast<unsigned>(kMode == kDenseSplitGemm && split_blocks ? a.splits : 1)),
-         T::kThreads, smem_bytes, stream>>>(a);
-  return cudaGetLastError();
+  return launch_kernel(
+      grouped_gemm_kernel<kMode, T>,
+      dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
+           static_cast<unsigned>(kMode == kDenseSplitGemm && split_blocks ? a.splits : 1)),
+      T::kThreads, smem_bytes, stream, a);
 }
 
 template <Mode kMode>
@@ -607,10 +615,10 @@ cudaError_t launch_resident_a(const GroupedArgs& a, int64_t M, int64_t batch, cu
   if (col_tiles > 0x7fffffff || batch > 65535 ||
       (kMode == kDenseSplitGemm && batch * col_tiles > kDenseSplitCounters))
     return cudaErrorInvalidValue;
-  kernel<<<dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(batch),
-                static_cast<unsigned>(kMode == kDenseSplitGemm ? a.splits : 1)),
-           T::kThreads, smem, stream>>>(a);
-  return cudaGetLastError();
+  return launch_kernel(kernel,
+                       dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(batch),
+                            static_cast<unsigned>(kMode == kDenseSplitGemm ? a.splits : 1)),
+                       T::kThreads, smem, stream, a);
 }
 
 // Whether a dense product's split workspace is there where it needs one.

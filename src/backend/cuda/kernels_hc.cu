@@ -4,6 +4,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -26,6 +27,7 @@ template <int kRows, int kRowsPerThread, int kMixPerThread>
 __global__ void __launch_bounds__(kThreads)
     hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
                           float* partial) {
+  grid_dependency_begin();
   // Rows and fn's rows of the chunk in shared memory, padded by one float so that the threads
   // of a warp (different rows / fn rows, same column) hit different banks.
   extern __shared__ float sm[];
@@ -123,6 +125,7 @@ size_t mix_wide_smem(int nmix) {
 __global__ void __launch_bounds__(kThreads)
     hc_mix_wide_kernel(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
                        float* partial) {
+  grid_dependency_begin();
   extern __shared__ __align__(16) float sm[];
   float* xs = sm;                        // [kWideRows][kWideLd]
   float* fs = sm + kWideRows * kWideLd;  // [nmix][kWideLd]
@@ -351,6 +354,7 @@ __device__ void part_columns(int64_t D, int part, int parts, int64_t* d0, int64_
 __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
                               const float* base, const float* scale, int iters, float hc_eps,
                               float norm_eps, float* collapsed, float* post, float* comb) {
+  grid_dependency_begin();
   __shared__ float mix[kMaxMix + 1];
   __shared__ float pre[kMaxHc];
   const int64_t m = blockIdx.x, W = hc * D;
@@ -396,6 +400,7 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* pa
 __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
                                const float* base, const float* scale, float hc_eps, float norm_eps,
                                float* out) {
+  grid_dependency_begin();
   __shared__ float mix[kMaxHc + 1];
   __shared__ float pre[kMaxHc];
   const int64_t m = blockIdx.x, W = hc * D;
@@ -415,6 +420,7 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
 template <int kHcMax>
 __global__ void hc_post_kernel(const float* X, const float* y, const float* post, const float* comb,
                                int64_t M, int hc, int64_t D, float* out) {
+  grid_dependency_begin();
   const int64_t total = M * D;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -462,9 +468,8 @@ cudaError_t launch_mix_shape(const float* X, int64_t M, int64_t W, const float* 
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            (kRows + kMaxMix) * (kMixChunk + 1) * static_cast<int>(sizeof(float)));
   if (attr != cudaSuccess) return attr;
-  kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)), kThreads, smem,
-           stream>>>(X, M, W, fn, nmix, partial);
-  return cudaGetLastError();
+  return launch_kernel(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)),
+                       kThreads, smem, stream, X, M, W, fn, nmix, partial);
 }
 
 cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
@@ -480,9 +485,9 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
       cudaFuncSetAttribute(hc_mix_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(mix_wide_smem(kMaxMix)));
   if (attr != cudaSuccess) return attr;
-  hc_mix_wide_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)), kThreads,
-                       mix_wide_smem(nmix), stream>>>(X, M, W, fn, nmix, partial);
-  return cudaGetLastError();
+  return launch_kernel(hc_mix_wide_kernel,
+                       dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)), kThreads,
+                       mix_wide_smem(nmix), stream, X, M, W, fn, nmix, partial);
 }
 
 }  // namespace
@@ -497,10 +502,9 @@ cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, cons
   int nchunks = 0;
   cudaError_t e = launch_mix_partial(X, M, hc * D, fn, nmix, partial, &nchunks, stream);
   if (e != cudaSuccess) return e;
-  hc_pre_kernel<<<dim3(static_cast<unsigned>(M), collapse_parts(M, D)), kThreads, 0, stream>>>(
-      X, static_cast<int>(hc), D, partial, nchunks, base, scale, iters, hc_eps, norm_eps, collapsed,
-      post, comb);
-  return cudaGetLastError();
+  return launch_kernel(hc_pre_kernel, dim3(static_cast<unsigned>(M), collapse_parts(M, D)),
+                       kThreads, 0, stream, X, static_cast<int>(hc), D, partial, nchunks, base,
+                       scale, iters, hc_eps, norm_eps, collapsed, post, comb);
 }
 
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,
@@ -511,12 +515,11 @@ cudaError_t launch_hc_post(const float* X, const float* y, const float* post, co
   const unsigned blocks =
       blocks_for(total < (int64_t{1} << 24) ? total : (int64_t{1} << 24), kThreads);
   if (hc <= 4)
-    hc_post_kernel<4>
-        <<<blocks, kThreads, 0, stream>>>(X, y, post, comb, M, static_cast<int>(hc), D, out);
+    return launch_kernel(hc_post_kernel<4>, blocks, kThreads, 0, stream, X, y, post, comb, M,
+                         static_cast<int>(hc), D, out);
   else
-    hc_post_kernel<kMaxHc>
-        <<<blocks, kThreads, 0, stream>>>(X, y, post, comb, M, static_cast<int>(hc), D, out);
-  return cudaGetLastError();
+    return launch_kernel(hc_post_kernel<kMaxHc>, blocks, kThreads, 0, stream, X, y, post, comb, M,
+                         static_cast<int>(hc), D, out);
 }
 
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
@@ -528,9 +531,9 @@ cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, con
   cudaError_t e =
       launch_mix_partial(X, M, hc * D, fn, static_cast<int>(hc), partial, &nchunks, stream);
   if (e != cudaSuccess) return e;
-  hc_head_kernel<<<dim3(static_cast<unsigned>(M), collapse_parts(M, D)), kThreads, 0, stream>>>(
-      X, static_cast<int>(hc), D, partial, nchunks, base, scale, hc_eps, norm_eps, out);
-  return cudaGetLastError();
+  return launch_kernel(hc_head_kernel, dim3(static_cast<unsigned>(M), collapse_parts(M, D)),
+                       kThreads, 0, stream, X, static_cast<int>(hc), D, partial, nchunks, base,
+                       scale, hc_eps, norm_eps, out);
 }
 
 }  // namespace deepinfer::cuda

@@ -13,6 +13,7 @@
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/wgmma_ptx.cuh"
 
@@ -59,11 +60,13 @@ __device__ __forceinline__ void keys_hi_lo(const float* k, int64_t n4, uint16_t*
 }
 
 __global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint16_t* lo) {
+  grid_dependency_begin();
   keys_hi_lo(k, n4, hi, lo);
 }
 
 // The same for the rows of many sequences: blockIdx.y takes keys[blockIdx.y].
 __global__ void keys_hi_lo_batch_kernel(const IndexerKeys* keys, int64_t d) {
+  grid_dependency_begin();
   const IndexerKeys kk = keys[blockIdx.y];
   keys_hi_lo(kk.k, kk.E * d / 4, kk.halves, kk.halves + kk.E * d);
 }
@@ -72,6 +75,7 @@ __global__ void keys_hi_lo_batch_kernel(const IndexerKeys* keys, int64_t d) {
 // kPerRow: (row, entry range) with one warpgroup, the row's query and keys from g.rows.
 template <int KD, bool kPerRow>
 __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_kernel(IndexerArgs g) {
+  grid_dependency_begin();
 #if DI_HAVE_WGMMA
   constexpr int NT = kPerRow ? 128 : kThreads, kQueries = kPerRow ? 1 : 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -255,7 +259,7 @@ IndexerArgs indexer_args(const float* q, const uint16_t* k_hi, const uint16_t* k
 }
 
 template <bool kPerRow>
-cudaError_t launch_kernel(const IndexerArgs& a, dim3 grid, cudaStream_t stream) {
+cudaError_t launch_scores(const IndexerArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr size_t smem = kSmemBytes - (kPerRow ? kQBytes : 0);
   auto* kernel = a.d == 128 ? indexer_wgmma_kernel<2, kPerRow> : indexer_wgmma_kernel<1, kPerRow>;
   static const cudaError_t attr[2] = {
@@ -264,8 +268,7 @@ cudaError_t launch_kernel(const IndexerArgs& a, dim3 grid, cudaStream_t stream) 
       cudaFuncSetAttribute(indexer_wgmma_kernel<2, kPerRow>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem))};
   if (attr[a.d == 128] != cudaSuccess) return attr[a.d == 128];
-  kernel<<<grid, kPerRow ? 128 : kThreads, smem, stream>>>(a);
-  return cudaGetLastError();
+  return launch_kernel(kernel, grid, kPerRow ? 128 : kThreads, smem, stream, a);
 }
 
 }  // namespace
@@ -283,7 +286,9 @@ cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int6
   uint16_t* k_hi = k_halves;
   uint16_t* k_lo = k_halves + E * d;
   const int64_t n4 = E * d / 4;
-  keys_hi_lo_kernel<<<blocks_for(n4, 256), 256, 0, stream>>>(k, n4, k_hi, k_lo);
+  const cudaError_t split =
+      launch_kernel(keys_hi_lo_kernel, blocks_for(n4, 256), 256, 0, stream, k, n4, k_hi, k_lo);
+  if (split != cudaSuccess) return split;
   // Enough blocks for ~4 per SM.
   const int64_t tiles = (E + kTileE - 1) / kTileE, pairs = (M + 1) / 2;
   const int64_t tpb = tiles_per_block(pairs, tiles, 4, sms);
@@ -291,7 +296,7 @@ cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int6
   if (pairs > 0x7fffffff || ranges > 65535) return cudaErrorInvalidValue;
   const IndexerArgs a =
       indexer_args(q, k_hi, k_lo, w, visible, M, E, nh, d, tpb, scale, scores, err);
-  return launch_kernel<false>(a, dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(ranges)),
+  return launch_scores<false>(a, dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(ranges)),
                               stream);
 }
 
@@ -302,10 +307,12 @@ cudaError_t launch_indexer_rows_wgmma(const float* q, int64_t M, int64_t nh, int
                                       float* scores, int sms, int32_t* err, cudaStream_t stream) {
   if (R <= 0 || N <= 0) return cudaSuccess;
   if (!indexer_wgmma_supported(nh, d) || nkeys > 65535) return cudaErrorInvalidValue;
-  if (nkeys > 0 && max_keys > 0)
-    keys_hi_lo_batch_kernel<<<dim3(blocks_for(std::min<int64_t>(max_keys * d / 4, 1 << 16), 256),
-                                   static_cast<unsigned>(nkeys)),
-                              256, 0, stream>>>(keys, d);
+  if (nkeys > 0 && max_keys > 0) {
+    const dim3 grid(blocks_for(std::min<int64_t>(max_keys * d / 4, 1 << 16), 256),
+                    static_cast<unsigned>(nkeys));
+    const cudaError_t split = launch_kernel(keys_hi_lo_batch_kernel, grid, 256, 0, stream, keys, d);
+    if (split != cudaSuccess) return split;
+  }
   // About two blocks per SM (one fits).
   const int64_t tiles = (N + kTileE - 1) / kTileE;
   const int64_t tpb = tiles_per_block(R, tiles, 2, sms);
@@ -314,7 +321,7 @@ cudaError_t launch_indexer_rows_wgmma(const float* q, int64_t M, int64_t nh, int
   IndexerArgs a =
       indexer_args(q, nullptr, nullptr, w, visible, M, N, nh, d, tpb, scale, scores, err);
   a.rows = rows;
-  return launch_kernel<true>(a, dim3(static_cast<unsigned>(R), static_cast<unsigned>(ranges)),
+  return launch_scores<true>(a, dim3(static_cast<unsigned>(R), static_cast<unsigned>(ranges)),
                              stream);
 }
 

@@ -2,6 +2,7 @@
 // weights) and the weighted combine of the experts' outputs.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -23,6 +24,7 @@ __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v)
 __global__ void route_kernel(const float* logits, int64_t E, int func, const float* bias,
                              const int32_t* tid2eid, int64_t V, const int32_t* ids, int k,
                              float routed_scale, float* weights, int32_t* idx, int32_t* err) {
+  grid_dependency_begin();
   extern __shared__ float sm[];  // s [E], biased [E]
   __shared__ float red[32];
   __shared__ unsigned long long redk[32];
@@ -116,6 +118,7 @@ __device__ __forceinline__ void warp_inclusive_scan2(int32_t& a, int32_t& b) {
 __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E, int tile_rows,
                                 int32_t* offsets, int32_t* row_token, int32_t* where,
                                 int32_t* tiles, int32_t* num_tiles, int32_t* err) {
+  grid_dependency_begin();
   extern __shared__ int32_t plan_smem[];  // count [E], cursor [E]
   int32_t* count = plan_smem;
   int32_t* cursor = plan_smem + E;
@@ -187,6 +190,7 @@ __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E,
 // with where < 0 (an invalid expert, already flagged) add nothing.
 __global__ void combine_kernel(const float* y, const int32_t* where, const float* w, int64_t M,
                                int64_t k, int64_t D, float* out) {
+  grid_dependency_begin();
   const int64_t total = M * D;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -204,6 +208,7 @@ __global__ void combine_kernel(const float* y, const int32_t* where, const float
 // weight loads and 16-byte accesses; each output's sum is the same chain.
 __global__ void combine4_kernel(const float* y, const int32_t* where, const float* w, int64_t M,
                                 int64_t k, int64_t D, float* out) {
+  grid_dependency_begin();
   const int64_t D4 = D / 4, total = M * D4;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -233,18 +238,17 @@ cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, co
   if (k > kMaxRouteK || M > 0x7fffffff) return cudaErrorInvalidValue;
   const size_t smem = static_cast<size_t>(bias ? 2 : 1) * E * sizeof(float);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
-  route_kernel<<<static_cast<unsigned>(M), kThreads, smem, stream>>>(
-      logits, E, func, bias, tid2eid, V, ids, k, routed_scale, weights, idx, err);
-  return cudaGetLastError();
+  return launch_kernel(route_kernel, static_cast<unsigned>(M), kThreads, smem, stream, logits, E,
+                       func, bias, tid2eid, V, ids, k, routed_scale, weights, idx, err);
 }
 
 cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int tile_rows,
                             int32_t* offsets, int32_t* row_token, int32_t* where, int32_t* tiles,
                             int32_t* num_tiles, int32_t* err, cudaStream_t stream) {
   if (E <= 0 || E > kMaxPlanExperts || k <= 0 || tile_rows <= 0) return cudaErrorInvalidValue;
-  moe_plan_kernel<<<1, 1024, static_cast<size_t>(2 * E) * sizeof(int32_t), stream>>>(
-      idx, R, k, E, tile_rows, offsets, row_token, where, tiles, num_tiles, err);
-  return cudaGetLastError();
+  return launch_kernel(moe_plan_kernel, 1, 1024, static_cast<size_t>(2 * E) * sizeof(int32_t),
+                       stream, idx, R, k, E, tile_rows, offsets, row_token, where, tiles, num_tiles,
+                       err);
 }
 
 cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
@@ -255,14 +259,12 @@ cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float
   if (D % 4 == 0 && aligned(y) && aligned(out)) {
     const int64_t quads = total / 4;
     const int64_t capped = quads < (int64_t{1} << 24) ? quads : (int64_t{1} << 24);
-    combine4_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(y, where, weights, M, k,
-                                                                           D, out);
-    return cudaGetLastError();
+    return launch_kernel(combine4_kernel, blocks_for(capped, kThreads), kThreads, 0, stream, y,
+                         where, weights, M, k, D, out);
   }
   const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
-  combine_kernel<<<blocks_for(capped, kThreads), kThreads, 0, stream>>>(y, where, weights, M, k, D,
-                                                                        out);
-  return cudaGetLastError();
+  return launch_kernel(combine_kernel, blocks_for(capped, kThreads), kThreads, 0, stream, y, where,
+                       weights, M, k, D, out);
 }
 
 }  // namespace deepinfer::cuda
