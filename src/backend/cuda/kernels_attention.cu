@@ -15,7 +15,7 @@ constexpr int kThreads = 256;
 // slots are all -inf has no weights and gets 0.
 __global__ void window_pool_kernel(const float* kv, const float* gate, int64_t N, int64_t S,
                                    int64_t d, float* out) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t total = N * d;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -61,7 +61,7 @@ constexpr int64_t kDedupTableEntries = 40 * 1024;
 
 __global__ void dedup_table_kernel(const AttnRow* rows, int64_t Kmax, int32_t* list, int32_t* count,
                                    int32_t* err) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   extern __shared__ int32_t first[];  // [E]
   __shared__ int warp_counts[32];
   __shared__ int base;
@@ -91,7 +91,7 @@ __global__ void dedup_table_kernel(const AttnRow* rows, int64_t Kmax, int32_t* l
 // Pairwise scan, for rows whose entries do not fit dedup_table_kernel's table.
 __global__ void dedup_kernel(const AttnRow* rows, int64_t Kmax, bool staged, int32_t* list,
                              int32_t* count, int32_t* err) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   extern __shared__ int32_t row_s[];
   __shared__ int warp_counts[32];
   __shared__ int base;
@@ -125,7 +125,7 @@ __global__ void dedup_kernel(const AttnRow* rows, int64_t Kmax, bool staged, int
 __global__ void indexer_reduce_kernel(const float* dots, int64_t M, int64_t nh, int64_t E,
                                       const float* w, float scale, const int32_t* visible,
                                       float* scores, int32_t* err) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t total = M * E;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -155,7 +155,7 @@ constexpr int kIdxThreads = 256;
 __global__ void indexer_rows_kernel(const float* q, int64_t nh, int64_t d, const float* w,
                                     const int32_t* visible, const IndexerRow* rows, int64_t N,
                                     float scale, float* scores, int32_t* err) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   extern __shared__ float sm[];
   const IndexerRow row = rows[blockIdx.x];
   const int64_t e0 = int64_t{blockIdx.y} * kIdxEntries;
@@ -207,7 +207,7 @@ __device__ __forceinline__ uint32_t topk_value_key(float v) {
 // lowest indices first); the k keys are gathered and bitonic-sorted in shared memory.
 __global__ void __launch_bounds__(kTopkThreads)
     topk_kernel(const float* scores, int64_t N, int k, int P, bool staged, int32_t* idx) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   extern __shared__ unsigned long long buf[];  // [P], then the staged row [N] (uint32)
   uint32_t* vals = reinterpret_cast<uint32_t*>(buf + P);
   __shared__ unsigned hist[256];

@@ -17,7 +17,7 @@ unsigned grid_for(int64_t n) {
 }
 
 __global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     out[i] = f32_to_bf16_bits(in[i]);
@@ -27,7 +27,7 @@ __global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
 // move hundreds of MB) where both ends are 16-byte aligned; the last n % 8 one per thread.
 // Every element rounds as in f32_to_bf16_kernel.
 __global__ void f32_to_bf16_x8_kernel(const float* in, uint16_t* out, int64_t n) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t n8 = n / 8, first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   for (int64_t i = first; i < n8; i += int64_t{gridDim.x} * blockDim.x) {
     const float4 a = __ldg(reinterpret_cast<const float4*>(in) + 2 * i);
@@ -45,7 +45,7 @@ __global__ void f32_to_bf16_x8_kernel(const float* in, uint16_t* out, int64_t n)
 
 __global__ void embedding_kernel(const int32_t* ids, const void* table, bool bf16, int64_t V,
                                  int64_t D, float* out, int32_t* err) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t m = blockIdx.x;
   const int32_t id = ids[m];
   float* o = out + m * D;
@@ -64,7 +64,7 @@ __global__ void embedding_kernel(const int32_t* ids, const void* table, bool bf1
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     out[i] = a[i] + b[i];
@@ -74,7 +74,7 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n
 // row's loads all in flight at once (a 4096-wide decode row in one round trip instead of 16).
 // The whole row is read before any write, so out may be x.
 __global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int64_t D, float* out) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   __shared__ float red[32];
   const int64_t i = threadIdx.x * int64_t{4};
   const bool mine = i < D;
@@ -99,7 +99,7 @@ __global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int6
 // One block per row (any D). The whole row is read (sum of squares) before any write, so out may
 // be x.
 __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t D, float* out) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   __shared__ float red[32];
   const float* xr = x + blockIdx.x * D;
   float* orow = out + blockIdx.x * D;
@@ -118,7 +118,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64
 // (position * inv_freq), its cos / sin evaluated in double as the CPU backend does.
 __global__ void rope_kernel(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* pos,
                             const float* freq, int64_t R, float sign) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t total = M * H * R;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -144,7 +144,7 @@ __device__ __forceinline__ float swiglu1(float g, float u, float limit) {
 
 __global__ void swiglu_kernel(const float* g, const float* u, float limit, int64_t n, float* out,
                               uint16_t* out_bf16) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float v = swiglu1(g[i], u[i], limit);
@@ -155,7 +155,7 @@ __global__ void swiglu_kernel(const float* g, const float* u, float limit, int64
 
 __global__ void swiglu_pairs_kernel(const float* h, int64_t R, int64_t I, float limit,
                                     uint16_t* act) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t n = R * I;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < n;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -166,7 +166,7 @@ __global__ void swiglu_pairs_kernel(const float* h, int64_t R, int64_t I, float 
 
 __global__ void gather_rows_bf16_kernel(const float* x, const int32_t* rows, int64_t D,
                                         uint16_t* xg) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t r = blockIdx.x;
   const float* src = x + int64_t{rows[r]} * D;
   uint16_t* dst = xg + r * D;
@@ -243,7 +243,7 @@ namespace {
 // One block per copy (grid-strided over the copies): 16-byte moves when both ends and the length
 // allow, else 4-byte, else bytes.
 __global__ void copy_batch_kernel(const CopyDesc* descs, int64_t n) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const CopyDesc d = descs[i];
     const auto s = reinterpret_cast<uintptr_t>(d.src), t = reinterpret_cast<uintptr_t>(d.dst);
@@ -268,7 +268,7 @@ __global__ void copy_batch_kernel(const CopyDesc* descs, int64_t n) {
 // strided), the widest access the alignment allows.
 __global__ void copy_rows_kernel(const char* src, int64_t src_pitch, char* dst, int64_t M,
                                  int64_t width) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const bool wide = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
                      static_cast<uintptr_t>(src_pitch) | static_cast<uintptr_t>(width)) %
                         16 ==

@@ -46,7 +46,7 @@ struct ExpertArgs {
 // Grid: (tile slot) x (column tile): consecutive blocks share the tile's rows.
 template <bool kUp>
 __global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(ExpertArgs g) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
 #if DI_HAVE_WGMMA
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);

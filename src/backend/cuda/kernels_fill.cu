@@ -20,7 +20,7 @@ __device__ __forceinline__ float fill_unit(unsigned long long seed, unsigned lon
 // Grid-stride over pairs of elements, so bf16 stores are 4 bytes wide.
 __global__ void fill_random_kernel(void* out, bool bf16, int64_t n, unsigned long long seed,
                                    float lo, float span) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t pairs = (n + 1) / 2;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs;

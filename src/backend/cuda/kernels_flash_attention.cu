@@ -111,7 +111,7 @@ __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
 // 8 * NT dims).
 template <int NT, int G>
 __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnParams p) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   constexpr int kThreads = kWarps * 32 * G, kBlockHeads = kHeads * G;
   constexpr int hdp = 32 * NT, ld = hdp + kPad, wdims = 8 * NT;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -435,7 +435,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
 __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* part_o,
                                              const float* part_ml, int64_t hd, const float* sinks,
                                              int64_t H, float* out) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t mh = blockIdx.x, m = mh / H, h = mh % H;
   const int splits = rows[m].splits;
   if (splits <= 1) return;
@@ -540,7 +540,7 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
 namespace {
 
 __global__ void split_keys_kernel(const float* src, int64_t rows, int64_t hd4, uint16_t* dst) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t n = rows * hd4;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {

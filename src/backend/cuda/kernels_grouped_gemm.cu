@@ -183,12 +183,9 @@ __host__ __device__ constexpr int64_t resident_lda(int64_t seg_tiles) {
 // same of w3. kResA (dense modes, g.x_f32): A resident in shared memory after the weight stages.
 template <Mode kMode, typename T, bool kResA = false>
 __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
-  // kResA: the first weight stages stream in before the wait (nothing writes weights), so they
-  // overlap the kernel before this one; everything else waits first.
-  if constexpr (kResA)
-    allow_dependent_launch();
-  else
-    grid_dependency_begin();
+  // kResA waits after its first weight stages are in flight (nothing writes weights): they
+  // stream in while the kernel before drains.
+  if constexpr (!kResA) wait_for_prior_grid();
   constexpr bool kUp = kMode == kUpGemm, kSplit = kMode == kDenseSplitGemm;
   constexpr bool kDense = kMode == kDenseGemm || kSplit;
   static_assert(!kResA || kDense, "resident A is for dense products");

@@ -27,7 +27,7 @@ template <int kRows, int kRowsPerThread, int kMixPerThread>
 __global__ void __launch_bounds__(kThreads)
     hc_mix_partial_kernel(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
                           float* partial) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   // Rows and fn's rows of the chunk in shared memory, padded by one float so that the threads
   // of a warp (different rows / fn rows, same column) hit different banks.
   extern __shared__ float sm[];
@@ -125,7 +125,7 @@ size_t mix_wide_smem(int nmix) {
 __global__ void __launch_bounds__(kThreads)
     hc_mix_wide_kernel(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
                        float* partial) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   extern __shared__ __align__(16) float sm[];
   float* xs = sm;                        // [kWideRows][kWideLd]
   float* fs = sm + kWideRows * kWideLd;  // [nmix][kWideLd]
@@ -354,7 +354,7 @@ __device__ void part_columns(int64_t D, int part, int parts, int64_t* d0, int64_
 __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
                               const float* base, const float* scale, int iters, float hc_eps,
                               float norm_eps, float* collapsed, float* post, float* comb) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   __shared__ float mix[kMaxMix + 1];
   __shared__ float pre[kMaxHc];
   const int64_t m = blockIdx.x, W = hc * D;
@@ -400,7 +400,7 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* pa
 __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
                                const float* base, const float* scale, float hc_eps, float norm_eps,
                                float* out) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   __shared__ float mix[kMaxHc + 1];
   __shared__ float pre[kMaxHc];
   const int64_t m = blockIdx.x, W = hc * D;
@@ -420,7 +420,7 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
 template <int kHcMax>
 __global__ void hc_post_kernel(const float* X, const float* y, const float* post, const float* comb,
                                int64_t M, int hc, int64_t D, float* out) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t total = M * D;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {

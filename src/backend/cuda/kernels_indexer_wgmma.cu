@@ -60,13 +60,13 @@ __device__ __forceinline__ void keys_hi_lo(const float* k, int64_t n4, uint16_t*
 }
 
 __global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint16_t* lo) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   keys_hi_lo(k, n4, hi, lo);
 }
 
 // The same for the rows of many sequences: blockIdx.y takes keys[blockIdx.y].
 __global__ void keys_hi_lo_batch_kernel(const IndexerKeys* keys, int64_t d) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const IndexerKeys kk = keys[blockIdx.y];
   keys_hi_lo(kk.k, kk.E * d / 4, kk.halves, kk.halves + kk.E * d);
 }
@@ -75,7 +75,7 @@ __global__ void keys_hi_lo_batch_kernel(const IndexerKeys* keys, int64_t d) {
 // kPerRow: (row, entry range) with one warpgroup, the row's query and keys from g.rows.
 template <int KD, bool kPerRow>
 __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_kernel(IndexerArgs g) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
 #if DI_HAVE_WGMMA
   constexpr int NT = kPerRow ? 128 : kThreads, kQueries = kPerRow ? 1 : 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];

@@ -24,7 +24,7 @@ __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v)
 __global__ void route_kernel(const float* logits, int64_t E, int func, const float* bias,
                              const int32_t* tid2eid, int64_t V, const int32_t* ids, int k,
                              float routed_scale, float* weights, int32_t* idx, int32_t* err) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   extern __shared__ float sm[];  // s [E], biased [E]
   __shared__ float red[32];
   __shared__ unsigned long long redk[32];
@@ -118,7 +118,7 @@ __device__ __forceinline__ void warp_inclusive_scan2(int32_t& a, int32_t& b) {
 __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E, int tile_rows,
                                 int32_t* offsets, int32_t* row_token, int32_t* where,
                                 int32_t* tiles, int32_t* num_tiles, int32_t* err) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   extern __shared__ int32_t plan_smem[];  // count [E], cursor [E]
   int32_t* count = plan_smem;
   int32_t* cursor = plan_smem + E;
@@ -190,7 +190,7 @@ __global__ void moe_plan_kernel(const int32_t* idx, int64_t R, int k, int64_t E,
 // with where < 0 (an invalid expert, already flagged) add nothing.
 __global__ void combine_kernel(const float* y, const int32_t* where, const float* w, int64_t M,
                                int64_t k, int64_t D, float* out) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t total = M * D;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
@@ -208,7 +208,7 @@ __global__ void combine_kernel(const float* y, const int32_t* where, const float
 // weight loads and 16-byte accesses; each output's sum is the same chain.
 __global__ void combine4_kernel(const float* y, const int32_t* where, const float* w, int64_t M,
                                 int64_t k, int64_t D, float* out) {
-  grid_dependency_begin();
+  wait_for_prior_grid();
   const int64_t D4 = D / 4, total = M * D4;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {

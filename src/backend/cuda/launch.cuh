@@ -1,12 +1,13 @@
 // Kernel launches of the backend as programmatic dependents (Hopper's PDL, sm_90+) of the work
 // before them in their stream. A decode step is ~40 kernels per layer, most a few microseconds
-// long: launched plainly, each one's blocks are scheduled only after the kernel before it has
-// drained. Launched through launch_kernel, a kernel's blocks are scheduled as soon as every block
-// of the kernel before it has started, and wait in grid_dependency_begin() (kernels_common.cuh)
-// until that kernel has finished and its writes are visible. Every kernel launched here must
-// call grid_dependency_begin() before it reads or writes global memory that another kernel
-// touches (the weights of a product may stream in before it: nothing writes them). Stream
-// capture keeps the programmatic edges in the step's CUDA graph.
+// long. Launched through launch_kernel, a kernel is launched while the kernel before it drains
+// (as its blocks exit) rather than after it has completed, and waits in wait_for_prior_grid()
+// (kernels_common.cuh) until that kernel has finished and its writes are visible. Every kernel
+// launched here must call wait_for_prior_grid() before it reads or writes global memory that
+// another kernel touches (a one-row product's first weight stages stream in before it: nothing
+// writes weights). Stream capture keeps the programmatic edges in the step's CUDA graph.
+// Measured on the H200 (decode 4k, 9 layers): batch 1 / 8 / 64 3.188 / 8.133 / 27.69 ms plain,
+// 3.154 / 8.077 / 27.62 programmatic.
 #pragma once
 
 #include <cuda_runtime.h>
