@@ -112,11 +112,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Prefill rows (hc_mix_partial_kernel's outputs, the same FMA chains: k in order from zero):
-// 128-row blocks, each thread 4 rows (g, g + 32, g + 64, g + 96) x 3 fn rows read as float4
-// along k, so one shared load feeds 12 FMAs where the scalar 4 x 4 tiles' fed 2 (they ran at
-// ~9 TFLOP/s, bound by shared-load issue and latency); a warp's lanes share their fn rows
-// (broadcast) and read rows 4 banks apart (ld = 132). Sums of squares: thread r < 128, row r.
-constexpr int kWideRows = 128, kWideMix = 3, kWideLd = kMixChunk + 4;
+// 128-row blocks, each task 4 rows (g, g + 32, g + 64, g + 96) x 6 fn rows read as float4
+// along k, so 10 shared loads feed 96 FMAs (3 fn rows per task were bound by shared-load
+// issue); a warp's lanes share their fn rows (broadcast) and read rows 4 banks apart (ld = 132).
+// The tasks after them (the threads a hc = 4 block leaves: 128 of 256) are the rows' sums of
+// squares, one row each.
+constexpr int kWideRows = 128, kWideMix = 6, kWideLd = kMixChunk + 4;
 
 size_t mix_wide_smem(int nmix) {
   return static_cast<size_t>(kWideRows + nmix) * kWideLd * sizeof(float);
@@ -171,8 +172,21 @@ __global__ void __launch_bounds__(kThreads)
   float* out =
       partial + blockIdx.y * static_cast<int64_t>(nmix + 1);  // + row * nchunks * (nmix + 1)
   const int64_t row_stride = nchunks * (nmix + 1);
-  const int mix_groups = (nmix + kWideMix - 1) / kWideMix;
-  for (int t = threadIdx.x; t < 32 * mix_groups; t += kThreads) {
+  const int mix_groups = (nmix + kWideMix - 1) / kWideMix, mix_tasks = 32 * mix_groups;
+  for (int t = threadIdx.x; t < mix_tasks + rows; t += kThreads) {
+    if (t >= mix_tasks) {  // the sum of squares of row t - mix_tasks
+      const float* x = xs + (t - mix_tasks) * kWideLd;
+      float acc = 0.f;
+      for (int k = 0; k < kMixChunk; k += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(x + k);
+        acc = fmaf(v.x, v.x, acc);
+        acc = fmaf(v.y, v.y, acc);
+        acc = fmaf(v.z, v.z, acc);
+        acc = fmaf(v.w, v.w, acc);
+      }
+      out[(r0 + t - mix_tasks) * row_stride + nmix] = acc;
+      continue;
+    }
     const int g = t % 32, j0 = (t / 32) * kWideMix;
     const int nj = nmix - j0 < kWideMix ? nmix - j0 : kWideMix;
     const float* x = xs + g * kWideLd;  // row i of the thread: x + 32 i kWideLd
@@ -206,18 +220,6 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < kWideMix; ++c)
         if (g + 32 * i < rows && c < nj) out[(r0 + g + 32 * i) * row_stride + j0 + c] = acc[i][c];
-  }
-  if (threadIdx.x < rows) {
-    const float* x = xs + threadIdx.x * kWideLd;
-    float acc = 0.f;
-    for (int k = 0; k < kMixChunk; k += 4) {
-      const float4 v = *reinterpret_cast<const float4*>(x + k);
-      acc = fmaf(v.x, v.x, acc);
-      acc = fmaf(v.y, v.y, acc);
-      acc = fmaf(v.z, v.z, acc);
-      acc = fmaf(v.w, v.w, acc);
-    }
-    out[(r0 + threadIdx.x) * row_stride + nmix] = acc;
   }
 }
 
