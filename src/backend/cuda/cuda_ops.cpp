@@ -32,7 +32,7 @@ void CudaBackend::hc_pre(const TensorView& X, const TensorView& fn, const Tensor
   check(launch_hc_pre(X.data_as<float>(), M, hc, D, fn.data_as<float>(), base.data_as<float>(),
                       scale.data_as<float>(), sinkhorn_iters, hc_eps, norm_eps,
                       collapsed.data_as<float>(), post.data_as<float>(), comb.data_as<float>(),
-                      static_cast<float*>(partial.get()), ctx_->stream()),
+                      static_cast<float*>(partial.get()), ctx_->num_sms(), ctx_->stream()),
         op);
 }
 
@@ -75,7 +75,7 @@ void CudaBackend::hc_head(const TensorView& X, const TensorView& fn, const Tenso
   const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, hc) * 4);
   check(launch_hc_head(X.data_as<float>(), M, hc, D, fn.data_as<float>(), base.data_as<float>(),
                        scale.data_as<float>(), hc_eps, norm_eps, out.data_as<float>(),
-                       static_cast<float*>(partial.get()), ctx_->stream()),
+                       static_cast<float*>(partial.get()), ctx_->num_sms(), ctx_->stream()),
         op);
 }
 

@@ -70,12 +70,12 @@ int64_t hc_partial_floats(int64_t M, int64_t hc, int64_t D, int64_t nmix);
 cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                           const float* base, const float* scale, int iters, float hc_eps,
                           float norm_eps, float* collapsed, float* post, float* comb,
-                          float* partial, cudaStream_t stream);
+                          float* partial, int sms, cudaStream_t stream);
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,
                            int64_t M, int64_t hc, int64_t D, float* out, cudaStream_t stream);
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                            const float* base, const float* scale, float hc_eps, float norm_eps,
-                           float* out, float* partial, cudaStream_t stream);
+                           float* out, float* partial, int sms, cudaStream_t stream);
 
 // ---- attention (kernels_attention.cu) ----------------------------------------------------------
 cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, int64_t S, int64_t d,

@@ -61,11 +61,6 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
          (static_cast<uint32_t>(f32_to_bf16_bits(hi)) << 16);
 }
 
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // kUp / kDown: the experts' two GEMMs over the plan's tiles. kDense: one plain product out[M, N]
 // (+)= x[M, K] w[N, K]^T of bf16 x (cp.async-staged like down's activations; staging fp32 rows
 // through registers a stage ahead left a decode row's product latency-bound), batched over

@@ -1,10 +1,12 @@
 // Manifold-constrained hyper-connections: hc_pre (the mixing GEMV split over row chunks, then
 // RMS scale, sigmoids, Sinkhorn and the collapse in one block per row), hc_post, hc_head.
+#include <algorithm>
 #include <climits>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/mma_ptx.cuh"
 
 namespace deepinfer::cuda {
 
@@ -112,15 +114,17 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Prefill rows (hc_mix_partial_kernel's outputs, the same FMA chains: k in order from zero):
-// 128-row blocks, each task 4 rows (g, g + 32, g + 64, g + 96) x 6 fn rows read as float4
-// along k, so 10 shared loads feed 96 FMAs (3 fn rows per task were bound by shared-load
-// issue); a warp's lanes share their fn rows (broadcast) and read rows 4 banks apart (ld = 132).
-// The tasks after them (the threads a hc = 4 block leaves: 128 of 256) are the rows' sums of
-// squares, one row each.
+// a block of 128 rows walks chunks blockIdx.y, blockIdx.y + gridDim.y, ... (about one block per
+// SM in all), the next chunk's rows and fn rows streaming into a second buffer by cp.async
+// while this one is summed: one load phase per small block left the loads idle during the sums
+// (~1 TB/s). Each task is 4 rows (g, g + 32, g + 64, g + 96) x 6 fn rows read as float4 along
+// k (10 shared loads per 96 FMAs); a warp's lanes share their fn rows (broadcast) and read rows
+// 4 banks apart (ld = 132). The tasks after them (128 of a hc = 4 block's 256 threads) are the
+// rows' sums of squares, one row each.
 constexpr int kWideRows = 128, kWideMix = 6, kWideLd = kMixChunk + 4;
 
 size_t mix_wide_smem(int nmix) {
-  return static_cast<size_t>(kWideRows + nmix) * kWideLd * sizeof(float);
+  return 2 * static_cast<size_t>(kWideRows + nmix) * kWideLd * sizeof(float);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -128,98 +132,102 @@ __global__ void __launch_bounds__(kThreads)
                        float* partial) {
   wait_for_prior_grid();
   extern __shared__ __align__(16) float sm[];
-  float* xs = sm;                        // [kWideRows][kWideLd]
-  float* fs = sm + kWideRows * kWideLd;  // [nmix][kWideLd]
+  const int srcs = kWideRows + nmix;  // staged rows per buffer: x's, then fn's
   const int64_t r0 = int64_t{blockIdx.x} * kWideRows;
-  const int64_t c0 = int64_t{blockIdx.y} * kMixChunk;
   const int rows = static_cast<int>(M - r0 < kWideRows ? M - r0 : kWideRows);
-  const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
-  const int srcs = kWideRows + nmix;  // staged rows: x's, then fn's
-  auto src_row = [&](int r) -> const float* {
+  const int64_t nchunks = (W + kMixChunk - 1) / kMixChunk;
+  auto src_row = [&](int r, int64_t c0) -> const float* {
     return r < kWideRows ? (r < rows ? X + (r0 + r) * W + c0 : nullptr)
                          : fn + (r - kWideRows) * W + c0;
   };
-  const bool vec = len == kMixChunk && W % 4 == 0 && (reinterpret_cast<uintptr_t>(X) & 15) == 0 &&
-                   (reinterpret_cast<uintptr_t>(fn) & 15) == 0;
-  if (vec) {
-    constexpr int kBatch = 10, kPerRow = kMixChunk / 4;
-    const int total = srcs * kPerRow;
-    for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
-      float4 v[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = i0 + u * kThreads + threadIdx.x;
-        const float* s = i < total ? src_row(i / kPerRow) : nullptr;
-        v[u] = s ? __ldg(reinterpret_cast<const float4*>(s) + i % kPerRow)
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
+  const bool aligned = W % 4 == 0 && (reinterpret_cast<uintptr_t>(X) & 15) == 0 &&
+                       (reinterpret_cast<uintptr_t>(fn) & 15) == 0;
+  // Chunk c into buffer buf: by cp.async (zeros for absent rows) when whole and aligned, else
+  // by plain loads (a short last chunk, whose zeros past len keep the chains' length).
+  auto stage = [&](int64_t c, int buf) {
+    float* dst = sm + buf * srcs * kWideLd;
+    const int64_t c0 = c * kMixChunk;
+    const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
+    if (aligned && len == kMixChunk) {
+      constexpr int kPerRow = kMixChunk / 4;
+      for (int i = threadIdx.x; i < srcs * kPerRow; i += kThreads) {
+        const float* s = src_row(i / kPerRow, c0);
+        cp_async16(dst + (i / kPerRow) * kWideLd + (i % kPerRow) * 4,
+                   s ? static_cast<const void*>(s + (i % kPerRow) * 4) : fn, s != nullptr);
       }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = i0 + u * kThreads + threadIdx.x;
-        if (i < total)
-          *reinterpret_cast<float4*>(sm + (i / kPerRow) * kWideLd + (i % kPerRow) * 4) = v[u];
+    } else {
+      for (int i = threadIdx.x; i < srcs * kMixChunk; i += kThreads) {
+        const int r = i / kMixChunk, k = i % kMixChunk;
+        const float* s = src_row(r, c0);
+        dst[r * kWideLd + k] = s && k < len ? __ldg(s + k) : 0.f;
       }
     }
-  } else {
-    for (int i = threadIdx.x; i < srcs * kMixChunk; i += kThreads) {
-      const int r = i / kMixChunk, k = i % kMixChunk;
-      const float* s = src_row(r);
-      sm[r * kWideLd + k] = s && k < len ? __ldg(s + k) : 0.f;
-    }
-  }
-  __syncthreads();
-  const int64_t nchunks = gridDim.y;
-  float* out =
-      partial + blockIdx.y * static_cast<int64_t>(nmix + 1);  // + row * nchunks * (nmix + 1)
+    cp_async_commit();
+  };
   const int64_t row_stride = nchunks * (nmix + 1);
   const int mix_groups = (nmix + kWideMix - 1) / kWideMix, mix_tasks = 32 * mix_groups;
-  for (int t = threadIdx.x; t < mix_tasks + rows; t += kThreads) {
-    if (t >= mix_tasks) {  // the sum of squares of row t - mix_tasks
-      const float* x = xs + (t - mix_tasks) * kWideLd;
-      float acc = 0.f;
-      for (int k = 0; k < kMixChunk; k += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(x + k);
-        acc = fmaf(v.x, v.x, acc);
-        acc = fmaf(v.y, v.y, acc);
-        acc = fmaf(v.z, v.z, acc);
-        acc = fmaf(v.w, v.w, acc);
-      }
-      out[(r0 + t - mix_tasks) * row_stride + nmix] = acc;
-      continue;
-    }
-    const int g = t % 32, j0 = (t / 32) * kWideMix;
-    const int nj = nmix - j0 < kWideMix ? nmix - j0 : kWideMix;
-    const float* x = xs + g * kWideLd;  // row i of the thread: x + 32 i kWideLd
-    const float* f[kWideMix];
-#pragma unroll
-    for (int c = 0; c < kWideMix; ++c) f[c] = fs + (c < nj ? j0 + c : j0) * kWideLd;
-    float acc[4][kWideMix];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int c = 0; c < kWideMix; ++c) acc[i][c] = 0.f;
-    for (int k = 0; k < kMixChunk; k += 4) {
-      float4 xv[4], fv[kWideMix];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        xv[i] = *reinterpret_cast<const float4*>(x + i * 32 * kWideLd + k);
-#pragma unroll
-      for (int c = 0; c < kWideMix; ++c) fv[c] = *reinterpret_cast<const float4*>(f[c] + k);
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int c = 0; c < kWideMix; ++c) {
-          acc[i][c] = fmaf(xv[i].x, fv[c].x, acc[i][c]);
-          acc[i][c] = fmaf(xv[i].y, fv[c].y, acc[i][c]);
-          acc[i][c] = fmaf(xv[i].z, fv[c].z, acc[i][c]);
-          acc[i][c] = fmaf(xv[i].w, fv[c].w, acc[i][c]);
+  int buf = 0;
+  if (static_cast<int64_t>(blockIdx.y) < nchunks) stage(blockIdx.y, 0);
+  for (int64_t c = blockIdx.y; c < nchunks; c += gridDim.y, buf ^= 1) {
+    const bool more = c + gridDim.y < nchunks;
+    if (more) stage(c + gridDim.y, buf ^ 1);
+    if (more)
+      cp_async_wait<1>();
+    else
+      cp_async_wait<0>();
+    __syncthreads();                              // chunk c has landed in buf (every thread's part)
+    const float* xs = sm + buf * srcs * kWideLd;  // [kWideRows][kWideLd]
+    const float* fs = xs + kWideRows * kWideLd;   // [nmix][kWideLd]
+    float* out = partial + c * (nmix + 1);        // + row * row_stride
+    for (int t = threadIdx.x; t < mix_tasks + rows; t += kThreads) {
+      if (t >= mix_tasks) {  // the sum of squares of row t - mix_tasks
+        const float* x = xs + (t - mix_tasks) * kWideLd;
+        float acc = 0.f;
+        for (int k = 0; k < kMixChunk; k += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(x + k);
+          acc = fmaf(v.x, v.x, acc);
+          acc = fmaf(v.y, v.y, acc);
+          acc = fmaf(v.z, v.z, acc);
+          acc = fmaf(v.w, v.w, acc);
         }
+        out[(r0 + t - mix_tasks) * row_stride + nmix] = acc;
+        continue;
+      }
+      const int g = t % 32, j0 = (t / 32) * kWideMix;
+      const int nj = nmix - j0 < kWideMix ? nmix - j0 : kWideMix;
+      const float* x = xs + g * kWideLd;  // row i of the task: x + 32 i kWideLd
+      const float* f[kWideMix];
+#pragma unroll
+      for (int u = 0; u < kWideMix; ++u) f[u] = fs + (u < nj ? j0 + u : j0) * kWideLd;
+      float acc[4][kWideMix];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int u = 0; u < kWideMix; ++u) acc[i][u] = 0.f;
+      for (int k = 0; k < kMixChunk; k += 4) {
+        float4 xv[4], fv[kWideMix];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          xv[i] = *reinterpret_cast<const float4*>(x + i * 32 * kWideLd + k);
+#pragma unroll
+        for (int u = 0; u < kWideMix; ++u) fv[u] = *reinterpret_cast<const float4*>(f[u] + k);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int u = 0; u < kWideMix; ++u) {
+            acc[i][u] = fmaf(xv[i].x, fv[u].x, acc[i][u]);
+            acc[i][u] = fmaf(xv[i].y, fv[u].y, acc[i][u]);
+            acc[i][u] = fmaf(xv[i].z, fv[u].z, acc[i][u]);
+            acc[i][u] = fmaf(xv[i].w, fv[u].w, acc[i][u]);
+          }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int u = 0; u < kWideMix; ++u)
+          if (g + 32 * i < rows && u < nj) out[(r0 + g + 32 * i) * row_stride + j0 + u] = acc[i][u];
     }
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int c = 0; c < kWideMix; ++c)
-        if (g + 32 * i < rows && c < nj) out[(r0 + g + 32 * i) * row_stride + j0 + c] = acc[i][c];
+    __syncthreads();  // buf is read out: the next iteration's stage may overwrite it
   }
 }
 
@@ -267,13 +275,33 @@ __device__ void row_mixes(const float* partial, int64_t m, int nchunks, int nmix
 }
 
 // out[d] = sum_h pre[h] x[h, d] for d in [d0, d1), accumulated in stream order like the CPU
-// backend, by the block's threads from `first` on.
+// backend (pre[0] x[0, d], then one FMA per stream), by the block's threads from `first` on:
+// 4 columns per step by float4 where the rows allow (a prefill row's 64 KB took ~180 us of
+// scalar loads per call), the rest one by one, the same arithmetic either way.
 __device__ void collapse(const float* x, const float* pre, int hc, int64_t D, int64_t d0,
                          int64_t d1, float* out, int first = 0) {
   if (static_cast<int>(threadIdx.x) < first) return;
-  for (int64_t d = d0 + threadIdx.x - first; d < d1; d += blockDim.x - first) {
+  const int64_t tid = threadIdx.x - first, nt = blockDim.x - first;
+  int64_t dv = d0;  // columns from here on go one by one
+  if (D % 4 == 0 && d0 % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 &&
+      (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+    const int64_t n4 = (d1 - d0) / 4;
+    for (int64_t i = tid; i < n4; i += nt) {
+      const int64_t d = d0 + 4 * i;
+      const float4 v = __ldg(reinterpret_cast<const float4*>(x + d));
+      float4 o = make_float4(pre[0] * v.x, pre[0] * v.y, pre[0] * v.z, pre[0] * v.w);
+      for (int h = 1; h < hc; ++h) {
+        const float4 w = __ldg(reinterpret_cast<const float4*>(x + h * D + d));
+        o = make_float4(fmaf(pre[h], w.x, o.x), fmaf(pre[h], w.y, o.y), fmaf(pre[h], w.z, o.z),
+                        fmaf(pre[h], w.w, o.w));
+      }
+      *reinterpret_cast<float4*>(out + d) = o;
+    }
+    dv = d0 + 4 * n4;
+  }
+  for (int64_t d = dv + tid; d < d1; d += nt) {
     float o = pre[0] * x[d];
-    for (int h = 1; h < hc; ++h) o += pre[h] * x[h * D + d];
+    for (int h = 1; h < hc; ++h) o = fmaf(pre[h], x[h * D + d], o);
     out[d] = o;
   }
 }
@@ -475,7 +503,7 @@ cudaError_t launch_mix_shape(const float* X, int64_t M, int64_t W, const float* 
 }
 
 cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
-                               float* partial, int* nchunks, cudaStream_t stream) {
+                               float* partial, int* nchunks, int sms, cudaStream_t stream) {
   const int64_t chunks = (W + kMixChunk - 1) / kMixChunk;
   if (chunks > 65535) return cudaErrorInvalidValue;
   *nchunks = static_cast<int>(chunks);
@@ -487,8 +515,10 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
       cudaFuncSetAttribute(hc_mix_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(mix_wide_smem(kMaxMix)));
   if (attr != cudaSuccess) return attr;
+  // At most one block per SM (one fits: two buffers), each walking its share of the chunks.
+  const int64_t walkers = std::max<int64_t>(1, std::min<int64_t>(chunks, std::max(sms, 1) / tiles));
   return launch_kernel(hc_mix_wide_kernel,
-                       dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)), kThreads,
+                       dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(walkers)), kThreads,
                        mix_wide_smem(nmix), stream, X, M, W, fn, nmix, partial);
 }
 
@@ -497,12 +527,12 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
 cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                           const float* base, const float* scale, int iters, float hc_eps,
                           float norm_eps, float* collapsed, float* post, float* comb,
-                          float* partial, cudaStream_t stream) {
+                          float* partial, int sms, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
   if (hc < 1 || hc > kMaxHc || M > INT_MAX) return cudaErrorInvalidValue;
   const int nmix = static_cast<int>((2 + hc) * hc);
   int nchunks = 0;
-  cudaError_t e = launch_mix_partial(X, M, hc * D, fn, nmix, partial, &nchunks, stream);
+  cudaError_t e = launch_mix_partial(X, M, hc * D, fn, nmix, partial, &nchunks, sms, stream);
   if (e != cudaSuccess) return e;
   return launch_kernel(hc_pre_kernel, dim3(static_cast<unsigned>(M), collapse_parts(M, D)),
                        kThreads, 0, stream, X, static_cast<int>(hc), D, partial, nchunks, base,
@@ -526,12 +556,12 @@ cudaError_t launch_hc_post(const float* X, const float* y, const float* post, co
 
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                            const float* base, const float* scale, float hc_eps, float norm_eps,
-                           float* out, float* partial, cudaStream_t stream) {
+                           float* out, float* partial, int sms, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
   if (hc < 1 || hc > kMaxHc || M > INT_MAX) return cudaErrorInvalidValue;
   int nchunks = 0;
   cudaError_t e =
-      launch_mix_partial(X, M, hc * D, fn, static_cast<int>(hc), partial, &nchunks, stream);
+      launch_mix_partial(X, M, hc * D, fn, static_cast<int>(hc), partial, &nchunks, sms, stream);
   if (e != cudaSuccess) return e;
   return launch_kernel(hc_head_kernel, dim3(static_cast<unsigned>(M), collapse_parts(M, D)),
                        kThreads, 0, stream, X, static_cast<int>(hc), D, partial, nchunks, base,
