@@ -341,8 +341,10 @@ TEST_F(Ops, HcPrePostHeadMatchCpu) {
            {3, 4, 4096},
            {37, 4, 4096},
            {3, 6, 64},
-           {300, 4, 4096},  // prefill-sized: 128-row mixing blocks, a partial last one
-           {260, 2, 200}}) {
+           {300, 4, 4096},    // prefill-sized: 128-row mixing blocks, a partial last one
+           {260, 2, 200},     // ... a short last chunk of the row
+           {300, 6, 64},      // more mixing tasks than threads
+           {280, 10, 32}}) {  // too many fn rows for the wide kernel's buffers: small blocks
     Rng rng;
     const int64_t nmix = (2 + hc) * hc;
     const HcInputs in = hc_inputs(rng, M, hc, D, nmix);

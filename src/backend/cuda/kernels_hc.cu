@@ -123,6 +123,8 @@ __global__ void __launch_bounds__(kThreads)
 // rows' sums of squares, one row each.
 constexpr int kWideRows = 128, kWideMix = 6, kWideLd = kMixChunk + 4;
 
+constexpr int kWideSmemCap = 227 * 1024;  // Hopper's shared memory per block
+
 size_t mix_wide_smem(int nmix) {
   return 2 * static_cast<size_t>(kWideRows + nmix) * kWideLd * sizeof(float);
 }
@@ -288,12 +290,21 @@ __device__ void collapse(const float* x, const float* pre, int hc, int64_t D, in
     const int64_t n4 = (d1 - d0) / 4;
     for (int64_t i = tid; i < n4; i += nt) {
       const int64_t d = d0 + 4 * i;
-      const float4 v = __ldg(reinterpret_cast<const float4*>(x + d));
-      float4 o = make_float4(pre[0] * v.x, pre[0] * v.y, pre[0] * v.z, pre[0] * v.w);
-      for (int h = 1; h < hc; ++h) {
-        const float4 w = __ldg(reinterpret_cast<const float4*>(x + h * D + d));
-        o = make_float4(fmaf(pre[h], w.x, o.x), fmaf(pre[h], w.y, o.y), fmaf(pre[h], w.z, o.z),
-                        fmaf(pre[h], w.w, o.w));
+      float4 o;
+      for (int h0 = 0; h0 < hc; h0 += 4) {  // 4 streams' loads in flight at once
+        float4 w[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (h0 + u < hc) w[u] = __ldg(reinterpret_cast<const float4*>(x + (h0 + u) * D + d));
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int h = h0 + u;
+          if (h == 0)
+            o = make_float4(pre[0] * w[0].x, pre[0] * w[0].y, pre[0] * w[0].z, pre[0] * w[0].w);
+          else if (h < hc)
+            o = make_float4(fmaf(pre[h], w[u].x, o.x), fmaf(pre[h], w[u].y, o.y),
+                            fmaf(pre[h], w[u].z, o.z), fmaf(pre[h], w[u].w, o.w));
+        }
       }
       *reinterpret_cast<float4*>(out + d) = o;
     }
@@ -507,13 +518,14 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
   const int64_t chunks = (W + kMixChunk - 1) / kMixChunk;
   if (chunks > 65535) return cudaErrorInvalidValue;
   *nchunks = static_cast<int>(chunks);
-  // Up to a decode batch's rows: small blocks, so a few rows still spread over the device.
-  if (M <= 256) return launch_mix_shape<16, 4, 1>(X, M, W, fn, nmix, partial, chunks, stream);
+  // Up to a decode batch's rows: small blocks, so a few rows still spread over the device; so
+  // too where the wide kernel's two buffers would not fit (hc > 9).
+  if (M <= 256 || mix_wide_smem(nmix) > static_cast<size_t>(kWideSmemCap))
+    return launch_mix_shape<16, 4, 1>(X, M, W, fn, nmix, partial, chunks, stream);
   const int64_t tiles = (M + kWideRows - 1) / kWideRows;
   if (tiles > INT_MAX) return cudaErrorInvalidValue;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(hc_mix_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(mix_wide_smem(kMaxMix)));
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      hc_mix_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmemCap);
   if (attr != cudaSuccess) return attr;
   // At most one block per SM (one fits: two buffers), each walking its share of the chunks.
   const int64_t walkers = std::max<int64_t>(1, std::min<int64_t>(chunks, std::max(sms, 1) / tiles));
