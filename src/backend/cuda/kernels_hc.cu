@@ -120,13 +120,18 @@ __global__ void __launch_bounds__(kThreads)
 // (~1 TB/s). Each task is 4 rows (g, g + 32, g + 64, g + 96) x 6 fn rows read as float4 along
 // k (10 shared loads per 96 FMAs); a warp's lanes share their fn rows (broadcast) and read rows
 // 4 banks apart (ld = 132). The tasks after them (128 of a hc = 4 block's 256 threads) are the
-// rows' sums of squares, one row each.
+// rows' sums of squares, one row each. The outputs go through shared memory so that a row's
+// nmix + 1 partials leave as one contiguous run (one 4-byte store per lane, rows 12.8 KB
+// apart, had bound the kernel at ~270 us per 4096 rows).
 constexpr int kWideRows = 128, kWideMix = 6, kWideLd = kMixChunk + 4;
 
 constexpr int kWideSmemCap = 227 * 1024;  // Hopper's shared memory per block
 
+// Two buffers of staged rows, then the block's outputs of a chunk ([kWideRows][nmix + 1]).
 size_t mix_wide_smem(int nmix) {
-  return 2 * static_cast<size_t>(kWideRows + nmix) * kWideLd * sizeof(float);
+  return (2 * static_cast<size_t>(kWideRows + nmix) * kWideLd +
+          static_cast<size_t>(kWideRows) * (nmix + 1)) *
+         sizeof(float);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -180,7 +185,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();                              // chunk c has landed in buf (every thread's part)
     const float* xs = sm + buf * srcs * kWideLd;  // [kWideRows][kWideLd]
     const float* fs = xs + kWideRows * kWideLd;   // [nmix][kWideLd]
-    float* out = partial + c * (nmix + 1);        // + row * row_stride
+    float* res = sm + 2 * srcs * kWideLd;         // [kWideRows][nmix + 1]
     for (int t = threadIdx.x; t < mix_tasks + rows; t += kThreads) {
       if (t >= mix_tasks) {  // the sum of squares of row t - mix_tasks
         const float* x = xs + (t - mix_tasks) * kWideLd;
@@ -192,7 +197,7 @@ __global__ void __launch_bounds__(kThreads)
           acc = fmaf(v.z, v.z, acc);
           acc = fmaf(v.w, v.w, acc);
         }
-        out[(r0 + t - mix_tasks) * row_stride + nmix] = acc;
+        res[(t - mix_tasks) * (nmix + 1) + nmix] = acc;
         continue;
       }
       const int g = t % 32, j0 = (t / 32) * kWideMix;
@@ -227,9 +232,13 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int u = 0; u < kWideMix; ++u)
-          if (g + 32 * i < rows && u < nj) out[(r0 + g + 32 * i) * row_stride + j0 + u] = acc[i][u];
+          if (u < nj) res[(g + 32 * i) * (nmix + 1) + j0 + u] = acc[i][u];
     }
-    __syncthreads();  // buf is read out: the next iteration's stage may overwrite it
+    __syncthreads();  // res is complete
+    const int per_row = nmix + 1;
+    for (int i = threadIdx.x; i < rows * per_row; i += kThreads)
+      partial[(r0 + i / per_row) * row_stride + c * per_row + i % per_row] = res[i];
+    __syncthreads();  // buf and res are read out: the next iteration may overwrite them
   }
 }
 
@@ -519,7 +528,7 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
   if (chunks > 65535) return cudaErrorInvalidValue;
   *nchunks = static_cast<int>(chunks);
   // Up to a decode batch's rows: small blocks, so a few rows still spread over the device; so
-  // too where the wide kernel's two buffers would not fit (hc > 9).
+  // too where the wide kernel's buffers would not fit (hc > 6).
   if (M <= 256 || mix_wide_smem(nmix) > static_cast<size_t>(kWideSmemCap))
     return launch_mix_shape<16, 4, 1>(X, M, W, fn, nmix, partial, chunks, stream);
   const int64_t tiles = (M + kWideRows - 1) / kWideRows;
