@@ -41,9 +41,9 @@ struct AttnCase {
 };
 
 // The fp16 hi / lo split every fp32-accurate tensor-core kernel stages its operands with
-// (half_split.cuh, here through launch_split_keys of two buffers): hi = fp16(clamp(x, +-65504))
-// rounded to nearest even, lo = fp16(x - hi), bit for bit, at the range's edges (the largest half,
-// ties just past it, overflow, infinities, NaN, subnormal halves) and over many magnitudes.
+// (half_split.cuh, here through launch_split_keys): hi = fp16(clamp(x, +-65504)) rounded to
+// nearest even, lo = fp16(x - hi), bit for bit, at the range's edges (the largest half, ties
+// just past it, overflow, infinities, NaN, subnormal halves) and over many magnitudes.
 TEST_F(Attn, Fp16HiLoSplitIsExact) {
   SEED_TRACE();
   const float inf = std::numeric_limits<float>::infinity();
@@ -60,18 +60,9 @@ TEST_F(Attn, Fp16HiLoSplitIsExact) {
   x.resize(rows * hd);
   Tensor src = gpu->empty({rows, hd}), dst = gpu->empty({rows, 2 * hd}, DType::kF16);
   gpu->upload(x.data(), src);
-  // Two buffers in one launch: the first third of the rows and the rest.
-  const int64_t first = rows / 3;
-  const float* s0 = src.view().data_as<float>();
-  auto* d0 = static_cast<uint16_t*>(dst.view().data());
-  const cuda::SplitKeysDesc descs[2] = {{s0, first, d0},
-                                        {s0 + first * hd, rows - first, d0 + first * 2 * hd}};
-  Tensor descs_dev = gpu->empty({static_cast<int64_t>(sizeof(descs))}, DType::kU8);
-  gpu->upload(descs, descs_dev);
-  ASSERT_EQ(
-      cuda::launch_split_keys(static_cast<const cuda::SplitKeysDesc*>(descs_dev.view().data()), 2,
-                              rows - first, hd, cuda_stream(*gpu)),
-      cudaSuccess);
+  ASSERT_EQ(cuda::launch_split_keys(src.view().data_as<float>(), rows, hd,
+                                    static_cast<uint16_t*>(dst.view().data()), cuda_stream(*gpu)),
+            cudaSuccess);
   std::vector<uint16_t> got(rows * 2 * hd);
   gpu->download(dst, got.data());
   for (int64_t r = 0; r < rows; ++r)
@@ -208,10 +199,9 @@ TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
   }
 }
 
-// Several sequences in one attention_batch call (a decode step's batch, plus prefill-like
-// segments): each segment's rows match the CPU's attention of that segment, and are bitwise what
-// the GPU gives the segment alone (a sequence's numbers do not depend on its companions, nor on
-// whether its keys were split ahead).
+// Several sequences in one attention_batch call (a decode step's batch, plus a prefill-like
+// segment): each segment's rows match the CPU's attention of that segment, and are bitwise what
+// the GPU gives the segment alone (a sequence's numbers do not depend on its companions).
 TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
   SEED_TRACE();
   Rng rng;
@@ -225,18 +215,10 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
     Tensor win, comp_kv, idx, vis;  // host
   };
   const std::vector<Shape> shapes = {
-      {1, 127, 300, 512, Comp::kIdx},
-      {1, 20, 0, 0, Comp::kNone},
-      {1, 127, 33, 0, Comp::kVisible},
-      {5, 60, 40, 16, Comp::kIdx},
-      {1, 127, 2000, 512, Comp::kIdx},
-      {1, 3, 9, 0, Comp::kVisible},
-      {0, 4, 0, 0, Comp::kNone},
-      {1, 127, 700, 64, Comp::kIdx},
-      // 40 more rows: the batch is past one wave of blocks, so its decode rows convert their
-      // keys per block, while alone they stream them split (kSplitKeysMaxDecodeEntries): the
-      // same bits either way.
-      {40, 100, 50, 0, Comp::kVisible}};
+      {1, 127, 300, 512, Comp::kIdx},  {1, 20, 0, 0, Comp::kNone},
+      {1, 127, 33, 0, Comp::kVisible}, {5, 60, 40, 16, Comp::kIdx},
+      {1, 127, 2000, 512, Comp::kIdx}, {1, 3, 9, 0, Comp::kVisible},
+      {0, 4, 0, 0, Comp::kNone},       {1, 127, 700, 64, Comp::kIdx}};
   std::vector<Seg> segs;
   for (const Shape& sh : shapes) segs.emplace_back(sh);
   int64_t M = 0;

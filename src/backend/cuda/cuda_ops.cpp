@@ -129,25 +129,19 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   int64_t Kmax = 0, Emax = 0, blocks = 0, part_rows = 0;
   int first_splits = 0;
   bool uniform = true;  // every segment chose the same splits
-  // The kernel reads a segment's keys split into fp16 hi / lo once here instead of converting
-  // them per query block: the two-group blocks of a prefill-sized segment (each key serves up
-  // to a window of queries, or every query picking it), and a small decode call's rows (one
-  // wave of latency-bound blocks, which then stream their halves a chunk ahead); the same
-  // halves reach the kernel's shared memory. Segments viewing one buffer (a long CSA prompt's
-  // row chunks: prefixes of its window rows, the same entries) share one split of the most rows
-  // any of them sees; all go in one launch.
+  // Two-group blocks of a prefill-sized segment read its keys split into fp16 hi / lo once here
+  // (each key serves up to a window of queries, or every query picking it) instead of
+  // converting them per query; the same halves reach the kernel's shared memory. Segments
+  // viewing one buffer (a long CSA prompt's row chunks: prefixes of its window rows, the same
+  // entries) share one split of the most rows any of them sees.
   // This runs before the loop below validates the segments: a tensor that would fail there is
   // never split (no conversion reads past it), and that check reports it.
   const auto keys_fit = [&](const TensorView& t) {
     return t.dtype() == DType::kF32 && t.ndim() == 2 && t.dim(1) == hd && aligned16(t.data());
   };
-  const bool small_call = groups_per_block == 1 && M * groups <= ctx_->num_sms() && !getenv("DI_NO_DH");
   const auto splits_keys = [&](const AttentionSegment& seg) {
-    const bool wanted = groups_per_block == 2
-                            ? seg.count >= kSplitKeysMinRows
-                            : small_call && (!given(seg.comp_kv) ||
-                                             seg.comp_kv.dim(0) <= kSplitKeysMaxDecodeEntries);
-    return wanted && hd % 8 == 0 && given(seg.win_kv) && keys_fit(seg.win_kv) &&
+    return groups_per_block == 2 && seg.count >= kSplitKeysMinRows && hd % 8 == 0 &&
+           given(seg.win_kv) && keys_fit(seg.win_kv) &&
            (!given(seg.comp_kv) || keys_fit(seg.comp_kv));
   };
   struct Split {
@@ -160,26 +154,12 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     for (const TensorView* t : {&seg.win_kv, &seg.comp_kv})
       if (given(*t)) split_of[t->data()].rows = std::max(split_of[t->data()].rows, t->dim(0));
   }
-  std::shared_ptr<void> halves_buf;
-  if (!split_of.empty()) {
-    int64_t total_rows = 0, max_rows = 0;
-    for (const auto& [base, sp] : split_of) {
-      total_rows += sp.rows;
-      max_rows = std::max(max_rows, sp.rows);
-    }
-    halves_buf = scratch(static_cast<size_t>(total_rows * hd) * 2 * sizeof(uint16_t));
-    auto* next = static_cast<uint16_t*>(halves_buf.get());
-    std::vector<SplitKeysDesc> descs;
-    for (auto& [base, sp] : split_of) {
-      descs.push_back({static_cast<const float*>(base), sp.rows, next});
-      sp.halves = next;
-      next += sp.rows * hd * 2;
-    }
-    const std::shared_ptr<void> descs_dev =
-        upload_scratch(descs.data(), descs.size() * sizeof(SplitKeysDesc));
-    check(launch_split_keys(static_cast<const SplitKeysDesc*>(descs_dev.get()),
-                            static_cast<int64_t>(descs.size()), max_rows, hd, ctx_->stream()),
-          op);
+  std::vector<std::shared_ptr<void>> split_holders;
+  for (auto& [base, sp] : split_of) {
+    split_holders.push_back(scratch(static_cast<size_t>(sp.rows * hd) * 2 * sizeof(uint16_t)));
+    auto* dst = static_cast<uint16_t*>(split_holders.back().get());
+    check(launch_split_keys(static_cast<const float*>(base), sp.rows, hd, dst, ctx_->stream()), op);
+    sp.halves = dst;
   }
   for (const AttentionSegment& seg : segments) {
     const int64_t S = seg.count;
@@ -266,9 +246,9 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   std::shared_ptr<void> workspace;
   if (slots > 0) workspace = scratch(static_cast<size_t>(slots * (hd + 2)) * sizeof(float));
   check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, groups_per_block, blocks, uniform,
-                         slots > 0, !split_of.empty(), window, list, count, Kmax,
-                         sinks.data_as<float>(), scale, static_cast<float*>(workspace.get()), slots,
-                         out.data_as<float>(), ctx_->error_word(), ctx_->stream()),
+                         slots > 0, window, list, count, Kmax, sinks.data_as<float>(), scale,
+                         static_cast<float*>(workspace.get()), slots, out.data_as<float>(),
+                         ctx_->error_word(), ctx_->stream()),
         op);
 }
 

@@ -94,30 +94,16 @@ struct AttnRow {
   int32_t E, K;         // entries in comp; columns of idx
   int32_t splits;       // key splits of this row (1: written directly)
   // The same keys already split into fp16 hi / lo (launch_split_keys; rows of 2 * hd halves:
-  // hi then lo), or null (then for every row of the call: launch_attention's key_halves). The
-  // blocks stream them into shared memory as they are, the next chunk while one computes,
-  // instead of converting every chunk for every query.
+  // hi then lo), or null. Used by blocks that stream their keys (two-group blocks): they load
+  // the halves as they are instead of converting every chunk for every query.
   const uint16_t* win_h;
   const uint16_t* comp_h;
 };
-// Segments of at least this many query rows have their keys split for the kernel (two-group
-// blocks: each key serves many queries).
+// Segments of at least this many query rows have their keys split for the kernel.
 inline constexpr int64_t kSplitKeysMinRows = 64;
-// Decode rows have theirs split too while a call's rows have one wave of blocks or fewer (each
-// block then streams its halves instead of converting every chunk on its own: latency-bound),
-// if their sequence has at most this many compressed entries (a CSA row attends to its top-k
-// of them; splitting all of a long context's would cost more than it saves).
-inline constexpr int64_t kSplitKeysMaxDecodeEntries = 2048;
-// One buffer of launch_split_keys: rows [rows, hd] fp32 at src.
-struct SplitKeysDesc {
-  const float* src;
-  int64_t rows;
-  uint16_t* dst;
-};
-// For each of the n buffers descs[0, n) (device memory; hd % 4 == 0, 16-byte aligned rows), dst
-// row r = [hi(src[r]) | lo(src[r])] (fp16, half_split.cuh): the halves an attention row's keys
-// take in shared memory. One launch; max_rows bounds every buffer's rows.
-cudaError_t launch_split_keys(const SplitKeysDesc* descs, int64_t n, int64_t max_rows, int64_t hd,
+// dst row r = [hi(src[r]) | lo(src[r])] (fp16, half_split.cuh), for rows of hd floats (hd % 4 ==
+// 0, 16-byte aligned): the halves an attention row's keys take in shared memory.
+cudaError_t launch_split_keys(const float* src, int64_t rows, int64_t hd, uint16_t* dst,
                               cudaStream_t stream);
 // Compacts idx of every row with one: the distinct entries >= 0 (entries >= E are flagged and
 // dropped), in row order, into list [M, Kmax] with count [M] (0 for rows without idx).
@@ -137,11 +123,11 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
 // (H per unit of part_off), when any row has splits > 1.
 // groups_per_block (1 or 2, attention_groups_per_block): 16-head groups one block serves, each
 // row's blocks then ceil(H / (16 groups_per_block)) * splits; a head's result is the same either
-// way. key_halves: some row has win_h (one-group blocks then reserve their second key buffer).
+// way.
 int attention_groups_per_block(int64_t M, int64_t H, int num_sms);
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
                              int groups_per_block, int64_t blocks, bool rows_uniform,
-                             bool any_split, bool key_halves, int64_t window, const int32_t* list,
+                             bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
                              float* workspace, int64_t partial_slots, float* out, int32_t* err,
                              cudaStream_t stream);

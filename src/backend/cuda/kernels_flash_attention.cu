@@ -182,12 +182,11 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
   // G == 2 with 16-byte key rows: the next chunk's fp32 keys stream into `raw` by cp.async while
   // this one computes, and the key list entries for the chunk after are loaded a chunk ahead
   // (warp 0), so no global round trip sits between two chunks' tensor-core work. With the keys
-  // already split (row.win_h: a prefill's keys serve many queries; a small decode call's blocks
-  // are latency-bound, G == 1 too) the next chunk's halves stream straight into a second key
-  // buffer (`raw`), no conversion. The same values reach the key buffer every way.
-  const bool split_given = keys.win_h != nullptr && (hd & 7) == 0 && vec4;
-  const bool pipe = (G == 2 && vec4) || split_given;
-  const bool halves = split_given;
+  // already split (row.win_h: a prefill's keys serve many queries) the next chunk's halves
+  // stream straight into a second key buffer (`raw`), no conversion. The same values reach the
+  // key buffer every way.
+  const bool pipe = G == 2 && vec4;
+  const bool halves = pipe && keys.win_h != nullptr && (hd & 7) == 0;
   __half* ks1 = reinterpret_cast<__half*>(raw);
   __half* ks = ks0;  // the chunk being computed
   const int d4 = col4 * 4;
@@ -457,28 +456,26 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
 }
 
 template <int NT, int G>
-cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, bool key_halves,
-                        cudaStream_t stream) {
+cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
   constexpr int ld = 32 * NT + kPad;
-  // `raw` (G == 2, or given halves): the next chunk's fp32 keys or its halves (a second key
-  // buffer). One-group blocks without halves leave it out (two such blocks fit an SM).
+  // G == 2: `raw`, the next chunk's fp32 keys or its halves (a second key buffer).
   constexpr size_t raw_bytes =
       std::max(kChunk * 32 * NT * sizeof(float), 2 * kChunk * ld * sizeof(__half));
-  constexpr size_t base_bytes = 2 * (kHeads * G + kChunk) * ld * sizeof(__half) +
-                                G * kWarps * 16 * 32 * 4 + 2 * kChunk * sizeof(const float*);
-  const size_t bytes = base_bytes + (G == 2 || key_halves ? raw_bytes : 0);
-  static const cudaError_t attr = cudaFuncSetAttribute(flash_attention_kernel<NT, G>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(base_bytes + raw_bytes));
+  constexpr size_t bytes = 2 * (kHeads * G + kChunk) * ld * sizeof(__half) +
+                           G * kWarps * 16 * 32 * 4 + 2 * kChunk * sizeof(const float*) +
+                           (G == 2 ? raw_bytes : 0);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(flash_attention_kernel<NT, G>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (attr != cudaSuccess) return attr;
   return launch_kernel(flash_attention_kernel<NT, G>, blocks, kWarps * 32 * G, bytes, stream, p);
 }
 
 template <int NT>
-cudaError_t launch_nt(const AttnParams& p, int groups_per_block, unsigned blocks, bool key_halves,
+cudaError_t launch_nt(const AttnParams& p, int groups_per_block, unsigned blocks,
                       cudaStream_t stream) {
-  return groups_per_block == 2 ? launch_nt_g<NT, 2>(p, blocks, key_halves, stream)
-                               : launch_nt_g<NT, 1>(p, blocks, key_halves, stream);
+  return groups_per_block == 2 ? launch_nt_g<NT, 2>(p, blocks, stream)
+                               : launch_nt_g<NT, 1>(p, blocks, stream);
 }
 
 }  // namespace
@@ -507,7 +504,7 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
 
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
                              int groups_per_block, int64_t blocks, bool rows_uniform,
-                             bool any_split, bool key_halves, int64_t window, const int32_t* list,
+                             bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
                              float* workspace, int64_t partial_slots, float* out, int32_t* err,
                              cudaStream_t stream) {
@@ -528,13 +525,13 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)
-    e = launch_nt<2>(p, groups_per_block, nblocks, key_halves, stream);
+    e = launch_nt<2>(p, groups_per_block, nblocks, stream);
   else if (hd <= 128)
-    e = launch_nt<4>(p, groups_per_block, nblocks, key_halves, stream);
+    e = launch_nt<4>(p, groups_per_block, nblocks, stream);
   else if (hd <= 256)
-    e = launch_nt<8>(p, groups_per_block, nblocks, key_halves, stream);
+    e = launch_nt<8>(p, groups_per_block, nblocks, stream);
   else
-    e = launch_nt<16>(p, groups_per_block, nblocks, key_halves, stream);
+    e = launch_nt<16>(p, groups_per_block, nblocks, stream);
   if (e != cudaSuccess || !any_split) return e;
   return launch_kernel(flash_attention_merge_kernel, static_cast<unsigned>(M * H), 128, 0, stream,
                        rows, p.part_o, p.part_ml, hd, sinks, H, out);
@@ -542,29 +539,27 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
 
 namespace {
 
-__global__ void split_keys_kernel(const SplitKeysDesc* descs, int64_t hd4) {
+__global__ void split_keys_kernel(const float* src, int64_t rows, int64_t hd4, uint16_t* dst) {
   wait_for_prior_grid();
-  const SplitKeysDesc k = descs[blockIdx.y];
-  const int64_t n = k.rows * hd4;
+  const int64_t n = rows * hd4;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / hd4, c = i % hd4;
-    const float4 v = __ldg(reinterpret_cast<const float4*>(k.src) + i);
+    const float4 v = __ldg(reinterpret_cast<const float4*>(src) + i);
     const float x[4] = {v.x, v.y, v.z, v.w};
-    uint16_t* row = k.dst + r * 8 * hd4;  // 2 hd halves
+    uint16_t* row = dst + r * 8 * hd4;  // 2 hd halves
     store_hi_lo(row + 4 * c, row + 4 * (hd4 + c), x);
   }
 }
 
 }  // namespace
 
-cudaError_t launch_split_keys(const SplitKeysDesc* descs, int64_t n, int64_t max_rows, int64_t hd,
+cudaError_t launch_split_keys(const float* src, int64_t rows, int64_t hd, uint16_t* dst,
                               cudaStream_t stream) {
-  if (n <= 0 || max_rows <= 0) return cudaSuccess;
-  if (hd % 4 != 0 || n > 65535) return cudaErrorInvalidValue;
-  const dim3 grid(blocks_for(std::min<int64_t>(max_rows * hd / 4, int64_t{1} << 22), 256),
-                  static_cast<unsigned>(n));
-  return launch_kernel(split_keys_kernel, grid, 256, 0, stream, descs, hd / 4);
+  if (rows <= 0) return cudaSuccess;
+  if (hd % 4 != 0 || (reinterpret_cast<uintptr_t>(src) & 15) != 0) return cudaErrorInvalidValue;
+  return launch_kernel(split_keys_kernel, blocks_for(rows * hd / 4, 256), 256, 0, stream, src, rows,
+                       hd / 4, dst);
 }
 
 }  // namespace deepinfer::cuda
