@@ -37,10 +37,10 @@ std::unique_ptr<Model> csa_hca_sliding_model(Backend& gpu) {
   return bench::make_random_model(preset, 11, gpu);
 }
 
-// Decode step `step` over `states`: batch sizes 4, then 3 (the last sequence sits out every third
-// step), then 4 again.
-Tensor decode_step(Model& model, std::vector<SequenceState>& states, int step) {
-  const size_t B = step % 3 == 2 ? 3 : 4;
+// Decode step `step` over the first B of `states` (by default 4, then 3 every third step: the
+// last sequence sits out).
+Tensor decode_step(Model& model, std::vector<SequenceState>& states, int step, size_t B = 0) {
+  if (B == 0) B = step % 3 == 2 ? 3 : 4;
   std::vector<int32_t> tokens(B);
   for (size_t i = 0; i < B; ++i) tokens[i] = static_cast<int32_t>((97 * step + 31 * i) % 500);
   std::vector<Model::BatchItem> items;
@@ -116,6 +116,32 @@ TEST(CudaGraphs, ProgrammaticLaunchesGiveThePlainLogits) {
     EXPECT_EQ(count_differing(want, got_graph), 0) << "graph, step " << step;
     ASSERT_EQ(count_differing(want, got_eager), 0) << "eager, step " << step;
   }
+}
+
+// The kept executable graphs stay within their bound over all batch sizes (least recently run
+// first out), and a step whose graph went is recorded again with the same logits.
+TEST(CudaGraphs, KeptGraphsStayWithinTheBoundOverAllBatchSizes) {
+  REQUIRE_GPU();
+  std::unique_ptr<Backend> gpu = make_cuda_backend();
+  const std::unique_ptr<Model> model = csa_hca_sliding_model(*gpu);
+  std::vector<SequenceState> eager_states = make_states(*model, *gpu),
+                             graph_states = make_states(*model, *gpu);
+  set_cuda_graph_capacity(*gpu, 2);
+  const cuda::GraphStats before = *cuda_graph_stats(*gpu);
+  constexpr int kSteps = 9;
+  for (int step = 0; step < kSteps; ++step) {
+    const size_t B = 1 + step % 3;  // three keys, two kept graphs
+    set_cuda_graphs(*gpu, false);
+    const Tensor eager = decode_step(*model, eager_states, step, B);
+    set_cuda_graphs(*gpu, true);
+    const Tensor graphed = decode_step(*model, graph_states, step, B);
+    ASSERT_EQ(count_differing(eager, graphed), 0) << "step " << step;
+    EXPECT_LE(cuda_graph_stats(*gpu)->kept, 2) << "step " << step;
+  }
+  const cuda::GraphStats& after = *cuda_graph_stats(*gpu);
+  EXPECT_EQ(after.launched - before.launched, kSteps);
+  EXPECT_GE(after.evicted - before.evicted, kSteps - 2) << "each step's graph went two steps ago";
+  set_cuda_graph_capacity(*gpu, 64);
 }
 
 // A prefill (several tokens of one sequence) is not recorded: graphs are for decode steps.

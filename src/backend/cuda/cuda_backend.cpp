@@ -411,6 +411,10 @@ void set_cuda_graphs(Backend& backend, bool on) {
   if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->set_graphs_enabled(on);
 }
 
+void set_cuda_graph_capacity(Backend& backend, size_t graphs) {
+  if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->set_graph_capacity(graphs);
+}
+
 void set_cuda_indexer_halves_cap(Backend& backend, int64_t bytes) {
   if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->set_indexer_halves_cap(bytes);
 }

@@ -158,6 +158,7 @@ class CudaBackend final : public Backend {
   // For tests and benchmarks: graph counters, and turning graphs on / off.
   const GraphStats& graph_stats() const { return graphs_.stats(); }
   void set_graphs_enabled(bool on) { graphs_enabled_ = on; }
+  void set_graph_capacity(size_t graphs) { graphs_.set_capacity(graphs); }
   // The wgmma kernels: prefill-sized routed experts, indexer_scores (sm_90 only; for tests
   // and benchmarks: DEEPINFER_CUDA_WGMMA sets the default).
   void set_wgmma(bool on) { wgmma_ = on && wgmma_device_; }

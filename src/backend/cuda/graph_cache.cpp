@@ -34,6 +34,26 @@ std::string describe(cudaGraphNode_t node) {
 
 }  // namespace
 
+void GraphCache::set_capacity(size_t graphs) {
+  capacity_ = graphs < 1 ? 1 : graphs;
+  while (total_ > capacity_) evict_oldest();
+}
+
+void GraphCache::evict_oldest() {
+  auto oldest = kept_.end();
+  for (auto it = kept_.begin(); it != kept_.end(); ++it)
+    if (!it->second.empty() &&
+        (oldest == kept_.end() || it->second.back().last_run < oldest->second.back().last_run))
+      oldest = it;
+  if (oldest == kept_.end()) return;
+  cudaGraphExecDestroy(oldest->second.back().exec);
+  oldest->second.pop_back();
+  if (oldest->second.empty()) kept_.erase(oldest);
+  --total_;
+  ++stats_.evicted;
+  stats_.kept = static_cast<int64_t>(total_);
+}
+
 GraphCache::~GraphCache() {
   for (auto& [key, list] : kept_)
     for (Kept& k : list) cudaGraphExecDestroy(k.exec);
@@ -97,6 +117,7 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
       cudaGraphExecDestroy(it->exec);
     }
     list.erase(it);
+    --total_;
     break;
   }
   if (err == cudaSuccess && !exec) {
@@ -105,11 +126,15 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
   }
   cudaGraphDestroy(graph);
   check(err, "CUDA graph: instantiate");
-  list.push_front({layout, exec});
+  list.push_front({layout, exec, ++runs_});
+  ++total_;
   if (list.size() > kKeptPerKey) {
     cudaGraphExecDestroy(list.back().exec);
     list.pop_back();
+    --total_;
   }
+  while (total_ > capacity_) evict_oldest();  // never this one: it ran last
+  stats_.kept = static_cast<int64_t>(total_);
   check(cudaGraphLaunch(exec, stream), "CUDA graph: launch");
   ++stats_.launched;
   stats_.nodes = static_cast<int64_t>(nodes);

@@ -26,6 +26,8 @@ struct GraphStats {
   std::string last_refused_node;   // what that refusal named (node type, kernel or copy)
   int64_t nodes = 0;               // nodes of the last graph
   int64_t programmatic_edges = 0;  // of its edges, programmatic ones (launch.cuh)
+  int64_t kept = 0;                // executable graphs kept now, over all keys
+  int64_t evicted = 0;             // kept graphs dropped for the bound over all keys
 };
 
 class GraphCache {
@@ -43,15 +45,24 @@ class GraphCache {
   void end(cudaStream_t stream, int64_t key, bool run);
   bool recording() const { return recording_; }
   const GraphStats& stats() const { return stats_; }
+  // At most this many executable graphs over all keys (a server sees every batch size); past
+  // it the least recently run one goes. kKeptTotal by default; for tests.
+  void set_capacity(size_t graphs);
 
  private:
   struct Kept {
     uint64_t layout;  // hash of the node types in order and the programmatic edge count
     cudaGraphExec_t exec;
+    uint64_t last_run;  // runs_ when it last ran
   };
-  // Executable graphs kept per key, most recently used first.
-  static constexpr size_t kKeptPerKey = 16;
+  // Drops the least recently run graph of all keys.
+  void evict_oldest();
+  // Executable graphs kept per key, most recently run first: at most kKeptPerKey per key and
+  // capacity_ over all keys (a decode graph is ~400 nodes).
+  static constexpr size_t kKeptPerKey = 16, kKeptTotal = 64;
   std::map<int64_t, std::deque<Kept>> kept_;
+  size_t capacity_ = kKeptTotal, total_ = 0;
+  uint64_t runs_ = 0;
   bool recording_ = false;
   GraphStats stats_;
   std::vector<cudaGraphNode_t> nodes_, from_, to_;  // scratch for reading a graph's nodes, edges
