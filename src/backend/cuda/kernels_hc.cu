@@ -116,13 +116,14 @@ __global__ void __launch_bounds__(kThreads)
 // Prefill rows (hc_mix_partial_kernel's outputs, the same FMA chains: k in order from zero):
 // a block of 128 rows walks chunks blockIdx.y, blockIdx.y + gridDim.y, ... (about one block per
 // SM in all), the next chunk's rows and fn rows streaming into a second buffer by cp.async
-// while this one is summed: one load phase per small block left the loads idle during the sums
-// (~1 TB/s). Each task is 4 rows (g, g + 32, g + 64, g + 96) x 6 fn rows read as float4 along
-// k (10 shared loads per 96 FMAs); a warp's lanes share their fn rows (broadcast) and read rows
-// 4 banks apart (ld = 132). The tasks after them (128 of a hc = 4 block's 256 threads) are the
-// rows' sums of squares, one row each. The outputs go through shared memory so that a row's
-// nmix + 1 partials leave as one contiguous run (one 4-byte store per lane, rows 12.8 KB
-// apart, had bound the kernel at ~270 us per 4096 rows).
+// while this one is summed. Each task is 4 rows (g, g + 32, g + 64, g + 96) x 6 fn rows read
+// as float4 along k (10 shared loads per 96 FMAs); a warp's lanes share their fn rows
+// (broadcast) and read rows 4 banks apart (ld = 132). The tasks after them (128 of a hc = 4
+// block's 256 threads) are the rows' sums of squares, one row each. The outputs go through
+// shared memory so that a row's nmix + 1 partials leave as one contiguous run. Measured per
+// 4096 rows (docs/perf.md): one chunk per block 270 us, whichever the task shape or walk;
+// the contiguous stores 242 (one 4-byte store per lane had the rows 12.8 KB apart). ~65 us of
+// HBM traffic: what bounds it is not known yet.
 constexpr int kWideRows = 128, kWideMix = 6, kWideLd = kMixChunk + 4;
 
 constexpr int kWideSmemCap = 227 * 1024;  // Hopper's shared memory per block
