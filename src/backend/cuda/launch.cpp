@@ -1,3 +1,4 @@
+// The process-wide switch of launch.cuh's programmatic launches (DEEPINFER_CUDA_PDL).
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/kernels.h"
 
