@@ -1,7 +1,8 @@
 // Decode steps run as CUDA graphs (Backend::begin_graph, one per batch size and layout, updated
 // and replayed) give bitwise the logits of the same steps launched one op at a time, through
-// window closes, compressed-entry growth and batch-size changes; and kept graphs are reused.
-// Random weights (tiny preset: CSA, HCA and sliding layers). Skips without a GPU.
+// window closes, compressed-entry growth and batch-size changes; kept graphs are reused and
+// stay within their bound; programmatic launches give the plain launches' bits. Random weights
+// (tiny preset: CSA, HCA and sliding layers). Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -87,8 +88,8 @@ TEST(CudaGraphs, ReplayedDecodeStepsGiveTheEagerLogits) {
   EXPECT_GT(after.nodes, 50) << "the whole forward is one graph";
 }
 
-// Kernels launched as programmatic dependents of the kernel before them (launch.cuh: blocks
-// scheduled early, waiting for that kernel's writes) give bitwise the logits of plain launches,
+// Kernels launched as programmatic dependents of the kernel before them (launch.cuh: launched
+// while that kernel drains, waiting for its writes) give bitwise the logits of plain launches,
 // eagerly and in graphs, and the recorded graphs keep the programmatic edges (plain launches
 // record none).
 TEST(CudaGraphs, ProgrammaticLaunchesGiveThePlainLogits) {
