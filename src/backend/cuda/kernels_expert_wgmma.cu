@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(ExpertArgs g)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) load_stage(s);
   for (int kt = 0; kt < KT; ++kt) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));  // stage kt: this thread's part
+    cp_async_wait<kStages - 2>();  // stage kt: this thread's part
     fence_proxy_async_smem();
     __syncthreads();  // ... and everyone's
     const uint32_t st = sbase + (kt % kStages) * kStageBytes;
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_wgmma_kernel(ExpertArgs g)
   }
   wgmma_wait<0>();
   wgmma_fence_operands(d);
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  cp_async_wait_all();
 
   const int warp = (tid >> 5) & 3, lane = tid & 31, gr = lane >> 2, tq = lane & 3;
 #pragma unroll
