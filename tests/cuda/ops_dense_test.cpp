@@ -212,6 +212,56 @@ TEST_F(Ops, MatmulFromFp32MatchesTheCastPath) {
   EXPECT_TRUE(got[0] == got[1]) << "grouped";
 }
 
+// Split products of a few rows sum their segments inside a thread block cluster on sm_90 (no
+// workspace) where they have 2-8 segments and the clusters are resident at once: bitwise the
+// workspace path's sums, from bf16 and fp32 x, accumulating or not, grouped.
+TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
+  SEED_TRACE();
+  Rng rng;
+  struct Shape {
+    int64_t M, N, K, batch;
+    int cluster;  // on sm_90: 1 sums in clusters, 0 in the workspace, -1 the occupancy decides
+  };
+  const bool sm90 = cuda::cluster_launch_supported();
+  for (const Shape& sh : std::vector<Shape>{{1, 2560, 4096, 1, 1},    // 4 segments, fp32 x read
+                                            {1, 4096, 8192, 1, -1},   // 3, a wave through the cast
+                                            {2, 1000, 4096, 1, 1},    // 8
+                                            {16, 256, 4000, 1, 1},    // 7, 16 rows, a k tail
+                                            {1, 300, 8192, 1, 0},     // 16: the workspace
+                                            {1, 128, 2048, 8, 1}}) {  // grouped, 4 per group
+    const int64_t M = sh.M, N = sh.N, K = sh.K, G = sh.batch;
+    const int splits = cuda::dense_gemm_split(N, K, G).splits;
+    ASSERT_GT(splits, 1) << N << "x" << K;
+    Tensor w = gpu->empty({G * N, K}, DType::kBF16);
+    gpu->fill_random(w, 5, -0.05f, 0.05f);
+    const Tensor x = to_dev(*gpu, rand_host(rng, {M, G * K})), init = rand_host(rng, {M, G * N});
+    const bool fp32_x = cuda::dense_gemm_f32_supported(M, N, K, G, G * K, K,
+                                                       x.view().data_as<float>(), w.view().data());
+    for (bool acc : {false, true}) {
+      if (acc && G > 1) continue;  // grouped products do not accumulate
+      std::vector<float> got[2];
+      for (int cl = 0; cl < 2; ++cl) {
+        cuda::set_dense_split_clusters(cl == 1);
+        const bool in_cluster = cuda::dense_split_in_cluster(M, N, K, G, fp32_x);
+        if (cl == 0 || !sm90) {
+          EXPECT_FALSE(in_cluster);
+        } else if (sh.cluster >= 0) {
+          EXPECT_EQ(in_cluster, sh.cluster == 1) << N << "x" << K;
+        }
+        Tensor out = acc ? to_dev(*gpu, init) : dev_poisoned(*gpu, {M, G * N});
+        if (G == 1)
+          gpu->matmul(x, w, out, acc);
+        else
+          gpu->grouped_matmul(x.view().reshape({M, G, K}), w, out.view().reshape({M, G, N}));
+        got[cl] = floats(to_host(*gpu, out));
+      }
+      EXPECT_TRUE(got[0] == got[1])
+          << M << "x" << N << "x" << K << " batch " << G << " acc " << acc << " splits " << splits;
+    }
+  }
+  cuda::set_dense_split_clusters(true);
+}
+
 TEST_F(Ops, GroupedMatmulMatchesCpu) {
   SEED_TRACE();
   for (auto [M, G, K, N] : std::vector<std::array<int64_t, 4>>{

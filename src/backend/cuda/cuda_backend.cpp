@@ -168,6 +168,7 @@ CudaBackend::CudaBackend(int device)
   graphs_enabled_ = env::get_bool("DEEPINFER_CUDA_GRAPHS");
   set_dense_split_target(env::get_int("DEEPINFER_DENSE_SPLIT_TARGET"));
   set_programmatic_launch(env::get_bool("DEEPINFER_CUDA_PDL"));
+  set_dense_split_clusters(env::get_bool("DEEPINFER_CUDA_CLUSTER_SPLIT"));
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
         "CUDA backend: compute capability");

@@ -238,8 +238,11 @@ cudaError_t launch_moe_down_wgmma(const uint16_t* act, const int32_t* offsets, c
 // kernels for 1-8 and for 64+ rows differ in the last bits).
 // The segments: one, unless the one-row grid would leave the GPU mostly idle (a one-row product
 // is as slow as its chain of dependent mma steps over K); then K splits so that about
-// set_dense_split_target's blocks run. Up to 16 rows, segments run on blocks of their own (the
-// last block of each output tile sums the partials); for more, each block sums them in turn.
+// set_dense_split_target's blocks run. Up to 16 rows, segments run on blocks of their own: on
+// sm_90+, with up to 8 segments and all clusters resident at once, the blocks of an output tile
+// form a thread block cluster and the first sums the others' partials out of their shared
+// memory; otherwise the last block of each output tile sums them from the workspace. For more
+// rows, each block sums them in turn.
 // The split depends on N, K and batch only, so a row's bits still do not depend on M. A call with
 // dense_gemm_partials(M, N, K, batch) > 0 needs that many floats of scratch and
 // kDenseSplitCounters zeroed ints, left zeroed (the calls on one stream may share them).
@@ -256,6 +259,14 @@ int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch);
 // changes the bits of split products, so not while a model serves.
 inline constexpr int64_t kDenseSplitTargetBlocks = 792;
 void set_dense_split_target(int64_t blocks);
+// false: split products sum through the workspace even where a cluster could (the same bits;
+// DEEPINFER_CUDA_CLUSTER_SPLIT, for comparison).
+void set_dense_split_clusters(bool on);
+// Whether a split product of M rows sums in clusters (its clusters all resident at once), from
+// fp32 x (dense_gemm_f32_supported) or bf16 x: for tests and benchmarks.
+bool dense_split_in_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, bool fp32_x);
+// Whether the current device launches thread block clusters (sm_90+), cached per device.
+bool cluster_launch_supported();
 bool dense_gemm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldw, const void* x,
                           const void* w);
 cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const uint16_t* w,

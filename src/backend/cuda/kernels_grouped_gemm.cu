@@ -20,7 +20,13 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <type_traits>
 
 namespace deepinfer::cuda {
 
@@ -91,7 +97,14 @@ struct GroupedArgs {
   int splits = 1, seg_tiles = 0;
   float* partials = nullptr;
   int32_t* counters = nullptr;
+  // the split's blocks of an output tile form one thread block cluster (blockIdx.z its rank),
+  // and segment 0's block sums the others' partials out of their shared memory instead
+  bool cluster_split = false;
 };
+
+// Clusters of a split's segments: at most this many (the portable cluster size); more segments
+// take the workspace and counters.
+constexpr int kMaxClusterSplits = 8;
 
 // The end of a split dense product: this block's partial (segment blockIdx.z) goes to the
 // workspace; the block that arrives last at its output tile sums the tile's partials in segment
@@ -161,6 +174,61 @@ __device__ __forceinline__ void dense_split_epilogue(const GroupedArgs& g,
   if (tid == 0) *counter = 0;
 }
 
+// The end of a split dense product whose segments form a cluster: each block leaves its partial
+// in its shared memory (over the drained stages), and segment 0's block adds the others' to its
+// own in segment order, the order dense_split_epilogue sums in (the same bits), into acc; it
+// returns true there, and the caller writes acc out as an unsplit product would. The other blocks
+// return false once segment 0 has read their partials.
+template <typename T>
+__device__ __forceinline__ bool dense_cluster_epilogue(const GroupedArgs& g,
+                                                       float (&acc)[T::MI][2 * T::NJ][4],
+                                                       unsigned char* smem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  constexpr int kAcc = T::kAccPerThread, NT = T::kThreads;
+  constexpr int kMaxOthers = kMaxClusterSplits - 1;
+  static_assert(
+      static_cast<size_t>(kAcc) * NT * 4 <= static_cast<size_t>(T::STAGES) * T::BN * kLd * 2,
+      "the partial fits in the weight stages");
+  float* mine = reinterpret_cast<float*>(smem);  // [acc][thread]
+  const int tid = threadIdx.x;
+  __syncthreads();  // the last stage is no longer read
+#pragma unroll
+  for (int i = 0; i < T::MI; ++i)
+#pragma unroll
+    for (int j = 0; j < 2 * T::NJ; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mine[((i * 2 * T::NJ + j) * 4 + e) * NT + tid] = acc[i][j][e];
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every segment's partial is written and visible in the cluster
+  const bool first = cluster.block_rank() == 0;
+  if (first) {
+    float p[kMaxOthers][kAcc];  // all remote loads in flight before the in-order sum
+#pragma unroll
+    for (int s = 0; s < kMaxOthers; ++s)
+      if (s + 1 < g.splits) {
+        const float* theirs = cluster.map_shared_rank(mine, s + 1);
+#pragma unroll
+        for (int a = 0; a < kAcc; ++a) p[s][a] = theirs[a * NT + tid];
+      }
+#pragma unroll
+    for (int s = 0; s < kMaxOthers; ++s)
+      if (s + 1 < g.splits) {
+#pragma unroll
+        for (int i = 0; i < T::MI; ++i)
+#pragma unroll
+          for (int j = 0; j < 2 * T::NJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] += p[s][(i * 2 * T::NJ + j) * 4 + e];
+      }
+  }
+  cluster.sync();  // segment 0 has read the others' shared memory: they may exit
+  return first;
+#else
+  return false;  // clusters are launched on sm_90+ only
+#endif
+}
+
 // A dense product of a row or two with fp32 x keeps the block's whole A (its rows x its K
 // segment, as bf16) in shared memory, converted once at the start while the first weight
 // stages load: no cast kernel ahead of the product (~2 us each in a decode step). Thin tiles,
@@ -172,6 +240,13 @@ constexpr int64_t kResidentAElems = 2048;
 // The bf16 row stride of a resident A over `seg_tiles` k tiles (16-byte rows, banks staggered).
 __host__ __device__ constexpr int64_t resident_lda(int64_t seg_tiles) {
   return seg_tiles * kBK + 8;
+}
+
+// The dynamic shared memory of a resident-A block: its weight stages, then M rows of A over
+// seg_tiles k tiles and a zero line.
+size_t resident_smem(int64_t M, int64_t seg_tiles) {
+  return static_cast<size_t>(Thin::STAGES) * Thin::BN * kLd * 2 +
+         static_cast<size_t>(M * resident_lda(seg_tiles) + 16) * 2;
 }
 
 // Grid: (tile slot) x (column tile) [x batch]. kUp: columns are BN/2 features of w1 then the
@@ -315,25 +390,30 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   const int64_t lda = resident_lda(KT - kt0);
   __nv_bfloat16* a_zero = Ares + rows * lda;
   if constexpr (kResA) {
+    // 32-bit positions stepped without division (a 64-bit divide per load made this prologue
+    // ~1800 instructions, half a one-row product's time in ncu's samples).
     const float* xa = g.x_f32 + blockIdx.y * g.sx + r0 * g.ldx + static_cast<int64_t>(kt0) * kBK;
-    const int64_t per_row = (KT - kt0) * (kBK / 4), n4 = rows * per_row;
-    const int64_t k_left = K - static_cast<int64_t>(kt0) * kBK;  // valid k of the segment
-    constexpr int kBatch = 16;  // float4 loads in flight per thread
-    for (int64_t b0 = 0; b0 < n4; b0 += kBatch * NT) {
+    const int per_row = (KT - kt0) * (kBK / 4);  // float4s of a row's segment (a multiple of 16)
+    const int k_left = static_cast<int>(K - static_cast<int64_t>(kt0) * kBK);  // valid k
+    constexpr int kBatch = 16;                  // float4 loads in flight per thread
+    int r = tid / per_row, k4 = tid % per_row;  // this thread's next float4 (row, column)
+    while (r < rows) {
       float4 v[kBatch];
+      int vr[kBatch], vk[kBatch];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
-        const int64_t i = b0 + u * NT + tid, r = i / per_row, k = (i % per_row) * 4;
-        v[u] = i < n4 && k < k_left ? __ldg(reinterpret_cast<const float4*>(xa + r * g.ldx + k))
-                                    : make_float4(0.f, 0.f, 0.f, 0.f);
+        vr[u] = r;
+        vk[u] = k4 * 4;
+        v[u] = r < rows && vk[u] < k_left
+                   ? __ldg(reinterpret_cast<const float4*>(xa + r * g.ldx + vk[u]))
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
+        for (k4 += NT; k4 >= per_row; k4 -= per_row) ++r;
       }
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int64_t i = b0 + u * NT + tid, r = i / per_row, k = (i % per_row) * 4;
-        if (i < n4)
-          *reinterpret_cast<uint2*>(Ares + r * lda + k) =
+      for (int u = 0; u < kBatch; ++u)
+        if (vr[u] < rows)
+          *reinterpret_cast<uint2*>(Ares + vr[u] * lda + vk[u]) =
               make_uint2(pack_bf16(v[u].x, v[u].y), pack_bf16(v[u].z, v[u].w));
-      }
     }
     if (tid < 2) reinterpret_cast<uint4*>(a_zero)[tid] = make_uint4(0u, 0u, 0u, 0u);
     __syncthreads();
@@ -407,6 +487,8 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 #pragma unroll
           for (int e = 0; e < 4; ++e)
             acc[i][j][e] = total[((i * 2 * T::NJ + j) * 4 + e) * T::kThreads];
+    } else if (std::is_same_v<T, Thin> && g.cluster_split) {
+      if (!dense_cluster_epilogue<T>(g, acc, smem)) return;
     } else {
       dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
       return;
@@ -468,6 +550,46 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   }
 }
 
+bool cluster_split_on = true;
+
+// Whether `clusters` clusters of `z` blocks of `kernel` (`smem` bytes of shared memory each) are
+// resident at once on this device. Only then do a split's segments sum in a cluster: past one wave
+// the clusters' placement by GPC leaves blocks for a second one (measured: 4096 x 8192 through the
+// cast, 768 blocks in clusters of 3, 25 -> 30 us).
+template <typename Kernel>
+bool clusters_fit(Kernel kernel, int threads, size_t smem, int z, int64_t clusters) {
+  if (!cluster_split_on || z < 2 || z > kMaxClusterSplits || !cluster_launch_supported())
+    return false;
+  int device = 0;
+  cudaGetDevice(&device);
+  using Key = std::tuple<int, const void*, size_t, int>;
+  static std::mutex mu;
+  static std::map<Key, int> resident;  // most clusters resident at once
+  const Key key{device, reinterpret_cast<const void*>(kernel), smem, z};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = resident.find(key);
+  if (it == resident.end()) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = static_cast<unsigned>(z);
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(1, 1, static_cast<unsigned>(z));
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: the workspace path serves
+      n = 0;
+    }
+    it = resident.emplace(key, n).first;
+  }
+  return clusters <= it->second;
+}
+
 // split_blocks: a split dense product's segments run on blocks of their own (else each block
 // sums them in turn).
 template <Mode kMode, typename T>
@@ -486,11 +608,15 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
       cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
   if (attr != cudaSuccess) return attr;
-  return launch_kernel(
+  const unsigned z = kMode == kDenseSplitGemm && split_blocks ? a.splits : 1;
+  GroupedArgs b = a;
+  b.cluster_split = std::is_same_v<T, Thin> && z > 1 &&
+                    clusters_fit(grouped_gemm_kernel<kMode, T>, T::kThreads, smem_bytes, z,
+                                 batch * max_tiles * col_tiles);
+  return launch_kernel_clustered(
       grouped_gemm_kernel<kMode, T>,
-      dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch),
-           static_cast<unsigned>(kMode == kDenseSplitGemm && split_blocks ? a.splits : 1)),
-      T::kThreads, smem_bytes, stream, a);
+      dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch), z),
+      T::kThreads, smem_bytes, stream, dim3(1, 1, b.cluster_split ? z : 1), b);
 }
 
 template <Mode kMode>
@@ -585,6 +711,20 @@ cudaError_t launch_dense_tiles(const GroupedArgs& a, int64_t M, int64_t batch,
 
 }  // namespace
 
+void set_dense_split_clusters(bool on) {
+  cluster_split_on = on;
+}
+
+bool dense_split_in_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, bool fp32_x) {
+  const DenseSplit split = dense_gemm_split(N, K, batch);
+  if (split.splits < 2 || !splits_over_blocks(M)) return false;
+  const int64_t clusters = batch * ((N + Thin::BN - 1) / Thin::BN);
+  return fp32_x ? clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, Thin, true>, Thin::kThreads,
+                               resident_smem(M, split.seg_tiles), split.splits, clusters)
+                : clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, Thin>, Thin::kThreads,
+                               Thin::kSmemBytes, split.splits, clusters);
+}
+
 int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
   const int splits = dense_gemm_split(N, K, batch).splits;
   return splits > 1 && splits_over_blocks(M) ? batch * splits * M * N : 0;
@@ -597,7 +737,7 @@ template <Mode kMode>
 cudaError_t launch_resident_a(const GroupedArgs& a, int64_t M, int64_t batch, cudaStream_t stream) {
   using T = Thin;
   constexpr size_t stage_bytes = static_cast<size_t>(T::STAGES) * T::BN * kLd * 2;
-  const size_t smem = stage_bytes + static_cast<size_t>(M * resident_lda(a.seg_tiles) + 16) * 2;
+  const size_t smem = resident_smem(M, a.seg_tiles);
   auto* kernel = grouped_gemm_kernel<kMode, T, true>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -607,10 +747,12 @@ cudaError_t launch_resident_a(const GroupedArgs& a, int64_t M, int64_t batch, cu
   if (col_tiles > 0x7fffffff || batch > 65535 ||
       (kMode == kDenseSplitGemm && batch * col_tiles > kDenseSplitCounters))
     return cudaErrorInvalidValue;
-  return launch_kernel(kernel,
-                       dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(batch),
-                            static_cast<unsigned>(kMode == kDenseSplitGemm ? a.splits : 1)),
-                       T::kThreads, smem, stream, a);
+  const unsigned z = kMode == kDenseSplitGemm ? a.splits : 1;
+  GroupedArgs b = a;
+  b.cluster_split = z > 1 && clusters_fit(kernel, T::kThreads, smem, z, batch * col_tiles);
+  return launch_kernel_clustered(
+      kernel, dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(batch), z), T::kThreads,
+      smem, stream, dim3(1, 1, b.cluster_split ? z : 1), b);
 }
 
 // Whether a dense product's split workspace is there where it needs one.

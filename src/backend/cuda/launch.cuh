@@ -12,6 +12,8 @@
 
 #include <cuda_runtime.h>
 
+#include "backend/cuda/kernels.h"
+
 #include <utility>
 
 namespace deepinfer::cuda {
@@ -20,20 +22,39 @@ namespace deepinfer::cuda {
 // in kernels.h).
 bool programmatic_launch();
 
+// `cluster` != (1, 1, 1): the grid runs in thread block clusters of that shape (blocks of a
+// cluster share their shared memory; cluster_launch_supported() must hold).
 template <typename... Params, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
-                          cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+cudaError_t launch_kernel_clustered(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                    size_t smem_bytes, cudaStream_t stream, dim3 cluster,
+                                    Args&&... args) {
+  cudaLaunchAttribute attrs[2]{};
+  unsigned n = 0;
+  if (programmatic_launch()) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = cluster.x;
+    attrs[n].val.clusterDim.y = cluster.y;
+    attrs[n++].val.clusterDim.z = cluster.z;
+  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem_bytes;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                          cudaStream_t stream, Args&&... args) {
+  return launch_kernel_clustered(kernel, grid, block, smem_bytes, stream, dim3(1, 1, 1),
+                                 std::forward<Args>(args)...);
 }
 
 }  // namespace deepinfer::cuda
