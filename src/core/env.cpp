@@ -46,6 +46,11 @@ constexpr VarSpec kVars[] = {
      "warpgroup MMA kernels (sm_90 only); 0 keeps the experts on the mma.sync tiles (the same "
      "bits) and scores the indexer on fp32 FMAs (the same values up to fp32 rounding). For "
      "comparison and debugging."},
+    {"DEEPINFER_DENSE_RESIDENT_A", VarType::kInt, "2048",
+     "CUDA backend: a decode product of up to 16 rows reads fp32 x itself (each block keeps "
+     "its rows of x over its K segment as bf16 in shared memory: no cast kernel) while those "
+     "are at most this many values (at most 8192; 0: always through the cast). The same bits "
+     "either way. For tuning."},
     {"DEEPINFER_DENSE_SPLIT_TARGET", VarType::kInt, "792",
      "CUDA backend: a decode-sized bf16 product whose one-row grid has fewer blocks than this "
      "splits K into segments (summed in a fixed order, so rows stay batch invariant) to fill "

@@ -276,9 +276,8 @@ cudaError_t launch_dense_gemm(const uint16_t* x, int64_t ldx, int64_t sx, const 
 // The same product of fp32 x (ldx, sx in floats) where dense_gemm_f32_supported: each block keeps
 // its rows of x, rounded to bf16 as launch_f32_to_bf16 rounds them, for its whole K segment in
 // shared memory, so the result is bitwise launch_f32_to_bf16 then launch_dense_gemm, without the
-// cast's kernel and buffer. While a block's rows x K segment are at most 2048 values: one row
-// of the V4 products split to 2048 or less (fused input projections, wq_b, the shared expert),
-// two of some.
+// cast's kernel and buffer. While a block's rows x K segment are at most set_dense_resident_a's
+// values.
 bool dense_gemm_f32_supported(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t ldx,
                               int64_t ldw, const float* x, const void* w);
 cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const uint16_t* w,
@@ -288,6 +287,10 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
 // For benchmarks: false makes dense_gemm_f32_supported answer false (products go through the
 // cast), to time the two side by side.
 void set_dense_gemm_f32(bool on);
+// How many values of fp32 x (a block's rows x its K segment) a product may keep resident
+// (at most 8192; 0: every product goes through the cast). Same bits either way.
+inline constexpr int64_t kDenseResidentAElems = 2048;
+void set_dense_resident_a(int64_t elems);
 // out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order (where < 0: skipped); M rows of D.
 cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
                                int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream);

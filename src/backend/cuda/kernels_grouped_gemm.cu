@@ -232,10 +232,10 @@ __device__ __forceinline__ bool dense_cluster_epilogue(const GroupedArgs& g,
 // A dense product of a row or two with fp32 x keeps the block's whole A (its rows x its K
 // segment, as bf16) in shared memory, converted once at the start while the first weight
 // stages load: no cast kernel ahead of the product (~2 us each in a decode step). Thin tiles,
-// weights only in the stages. Up to this many elements of A per block: one batch of loads per
-// thread (a second one, e.g. a 4096-wide unsplit row, cost more than the cast it saves:
-// measured 21 -> 26 us for wo_a). Deeper (12) or shallower (4, 6) weight rings measured slower.
-constexpr int64_t kResidentAElems = 2048;
+// weights only in the stages. Up to set_dense_resident_a's elements of A per block (at most
+// kResidentAMaxElems). Deeper (12) or shallower (4, 6) weight rings measured slower.
+constexpr int64_t kResidentAMaxElems = 8192;
+int64_t resident_a_elems = kDenseResidentAElems;
 
 // The bf16 row stride of a resident A over `seg_tiles` k tiles (16-byte rows, banks staggered).
 __host__ __device__ constexpr int64_t resident_lda(int64_t seg_tiles) {
@@ -739,9 +739,9 @@ cudaError_t launch_resident_a(const GroupedArgs& a, int64_t M, int64_t batch, cu
   constexpr size_t stage_bytes = static_cast<size_t>(T::STAGES) * T::BN * kLd * 2;
   const size_t smem = resident_smem(M, a.seg_tiles);
   auto* kernel = grouped_gemm_kernel<kMode, T, true>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(stage_bytes + (kResidentAElems + 8 * T::BM + 16) * 2));
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(stage_bytes + (kResidentAMaxElems + 8 * T::BM + 16) * 2));
   if (attr != cudaSuccess) return attr;
   const int64_t col_tiles = (a.N + T::BN - 1) / T::BN;
   if (col_tiles > 0x7fffffff || batch > 65535 ||
@@ -813,7 +813,11 @@ bool dense_gemm_f32_supported(int64_t M, int64_t N, int64_t K, int64_t batch, in
                               int64_t ldw, const float* x, const void* w) {
   if (!dense_f32_on || M > Thin::BM || ldx % 4 != 0 || !dense_gemm_supported(M, N, K, 8, ldw, x, w))
     return false;
-  return M * dense_gemm_split(N, K, batch).seg_tiles * kBK <= kResidentAElems;
+  return M * dense_gemm_split(N, K, batch).seg_tiles * kBK <= resident_a_elems;
+}
+
+void set_dense_resident_a(int64_t elems) {
+  resident_a_elems = std::clamp<int64_t>(elems, 0, kResidentAMaxElems);
 }
 
 cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const uint16_t* w,
