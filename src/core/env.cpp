@@ -46,7 +46,7 @@ constexpr VarSpec kVars[] = {
      "warpgroup MMA kernels (sm_90 only); 0 keeps the experts on the mma.sync tiles (the same "
      "bits) and scores the indexer on fp32 FMAs (the same values up to fp32 rounding). For "
      "comparison and debugging."},
-    {"DEEPINFER_DENSE_RESIDENT_A", VarType::kInt, "2048",
+    {"DEEPINFER_DENSE_RESIDENT_A", VarType::kInt, "4096",
      "CUDA backend: a decode product of up to 16 rows reads fp32 x itself (each block keeps "
      "its rows of x over its K segment as bf16 in shared memory: no cast kernel) while those "
      "are at most this many values (at most 8192; 0: always through the cast). The same bits "

@@ -63,11 +63,19 @@ TEST(LaunchPlans, Fp32xProductsAreTheMeasuredOnes) {
   EXPECT_TRUE(takes(1, 4096, 2048));   // shared expert's down: 704
   EXPECT_TRUE(takes(1, 32768, 1024));  // wq_b
   EXPECT_TRUE(takes(2, 2560, 4096));
-  EXPECT_FALSE(takes(1, 4096, 8192));     // wo_b: 2752 per segment
-  EXPECT_FALSE(takes(1, 1024, 4096, 8));  // wo_a: all of K, 4096
-  EXPECT_FALSE(takes(1, 129280, 4096));   // the head
-  EXPECT_FALSE(takes(2, 4352, 4096));     // 4096
-  EXPECT_FALSE(takes(17, 16, 64));        // past the Thin tile
+  EXPECT_TRUE(takes(1, 4096, 8192));     // wo_b: 2752 per segment
+  EXPECT_TRUE(takes(1, 1024, 4096, 8));  // wo_a: all of K, 4096
+  EXPECT_TRUE(takes(1, 129280, 4096));   // the head
+  EXPECT_TRUE(takes(2, 4352, 4096));     // 4096
+  EXPECT_FALSE(takes(2, 4096, 8192));    // 5504
+  EXPECT_FALSE(takes(8, 2560, 4096));    // 8192
+  EXPECT_FALSE(takes(1, 12800, 8192));   // unsplit, 8192
+  set_dense_resident_a(2048);            // the limit before the prologue's divides went
+  EXPECT_FALSE(takes(1, 4096, 8192));
+  EXPECT_TRUE(takes(1, 4352, 4096));
+  set_dense_resident_a(kDenseResidentAElems);
+  EXPECT_TRUE(takes(1, 4096, 8192));
+  EXPECT_FALSE(takes(17, 16, 64));  // past the Thin tile
   EXPECT_FALSE(dense_gemm_f32_supported(1, 2560, 4096, 1, 4096, 4096, x + 1, w));  // unaligned
   EXPECT_FALSE(dense_gemm_f32_supported(2, 2560, 4096, 1, 4098, 4096, x, w));      // ldx % 4
   EXPECT_FALSE(takes(1, 64, 100));                                                 // K % 8

@@ -176,7 +176,9 @@ TEST_F(Ops, MatmulFromFp32MatchesTheCastPath) {
                                             {3, 50, 200, true},
                                             {2, 12800, 72, true},
                                             {1, 8192, 2048, true},    // unsplit, all of K
-                                            {1, 12800, 4096, false},  // past the size
+                                            {1, 12800, 4096, true},   // two load batches
+                                            {2, 4352, 4096, true},    // two rows of 2048
+                                            {1, 12800, 8192, false},  // past the size
                                             {16, 6400, 1024, false}}) {
     const int64_t M = sh.M, N = sh.N, K = sh.K;
     Tensor w = gpu->empty({N, K}, DType::kBF16);

@@ -289,7 +289,7 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
 void set_dense_gemm_f32(bool on);
 // How many values of fp32 x (a block's rows x its K segment) a product may keep resident
 // (at most 8192; 0: every product goes through the cast). Same bits either way.
-inline constexpr int64_t kDenseResidentAElems = 2048;
+inline constexpr int64_t kDenseResidentAElems = 4096;
 void set_dense_resident_a(int64_t elems);
 // out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order (where < 0: skipped); M rows of D.
 cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,

@@ -233,7 +233,8 @@ __device__ __forceinline__ bool dense_cluster_epilogue(const GroupedArgs& g,
 // segment, as bf16) in shared memory, converted once at the start while the first weight
 // stages load: no cast kernel ahead of the product (~2 us each in a decode step). Thin tiles,
 // weights only in the stages. Up to set_dense_resident_a's elements of A per block (at most
-// kResidentAMaxElems). Deeper (12) or shallower (4, 6) weight rings measured slower.
+// kResidentAMaxElems; 4096 by default: wo_b's 2752-value segments 25.2 -> 23.8 us against the cast
+// path, measured on the H200). Deeper (12) or shallower (4, 6) weight rings measured slower.
 constexpr int64_t kResidentAMaxElems = 8192;
 int64_t resident_a_elems = kDenseResidentAElems;
 
