@@ -3,6 +3,8 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/kernels.h"
 
+#include <atomic>
+
 namespace deepinfer::cuda {
 
 namespace {
@@ -19,16 +21,15 @@ void set_programmatic_launch(bool on) {
 
 bool cluster_launch_supported() {
   constexpr int kMaxDevices = 64;
-  static int known[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
+  static std::atomic<int> known[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0) return false;
-  if (device >= kMaxDevices) return false;
-  if (known[device] == 0) {
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return false;
+  if (known[device].load(std::memory_order_relaxed) == 0) {
     int on = 0;
     cudaDeviceGetAttribute(&on, cudaDevAttrClusterLaunch, device);
-    known[device] = on ? 2 : 1;
+    known[device].store(on ? 2 : 1, std::memory_order_relaxed);
   }
-  return known[device] == 2;
+  return known[device].load(std::memory_order_relaxed) == 2;
 }
 
 }  // namespace deepinfer::cuda
