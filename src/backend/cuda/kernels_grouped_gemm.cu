@@ -48,6 +48,11 @@ struct TileShape {
   static constexpr size_t kStageBytes = static_cast<size_t>(STAGES) * (BM + BN) * kLd * 2;
   static constexpr size_t kEpiBytes = static_cast<size_t>(BM) * kEpiLd * 4;
   static constexpr size_t kSmemBytes = kStageBytes > kEpiBytes ? kStageBytes : kEpiBytes;
+  // Up-GEMM tiles staging their fp32 A rows by cp.async (stages_f32_a): A's stages in fp32.
+  static constexpr size_t kF32AStageBytes =
+      static_cast<size_t>(STAGES) * (BM * (kBK + 8) * 4 + BN * kLd * 2);
+  static constexpr size_t kF32ASmemBytes =
+      kF32AStageBytes > kEpiBytes ? kF32AStageBytes : kEpiBytes;
   // Dense products summing K segments in turn keep the running sum here, [output][thread] (one
   // float per accumulator; registers would cost the widest tile half its occupancy).
   static constexpr int kAccPerThread = MI * 2 * NJ * 4;
@@ -74,6 +79,17 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // kDenseSplitGemm: the same with K split into segments (its own instantiation, so unsplit
 // products and the experts keep the plain loop's code).
 enum Mode { kUpGemm, kDownGemm, kDenseGemm, kDenseSplitGemm };
+
+// The up GEMM's fp32 A rows (x gathered by row_token): on Narrow tiles (decode) they stream in
+// by cp.async with the weight stages and are rounded to bf16 as the fragments are read; on Wide
+// tiles they go through registers a stage ahead, rounded as they are stored (the same values).
+// Through registers, each Narrow stage waited on its own A load: ~1 us per 8 KB k tile of
+// weights, the expert GEMMs' bound at batch 1.
+template <Mode kMode, typename T>
+inline constexpr bool stages_f32_a = (kMode == kUpGemm) && (T::BM == Narrow::BM);
+template <Mode kMode, typename T>
+inline constexpr size_t tile_smem_bytes =
+    stages_f32_a<kMode, T> ? T::kF32ASmemBytes : T::kSmemBytes;
 
 struct GroupedArgs {
   const float* x_f32;      // up: x [*, K] fp32, rows gathered through row_token
@@ -260,12 +276,17 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   constexpr bool kUp = kMode == kUpGemm, kSplit = kMode == kDenseSplitGemm;
   constexpr bool kDense = kMode == kDenseGemm || kSplit;
   static_assert(!kResA || kDense, "resident A is for dense products");
-  constexpr bool kAF32 = kUp;  // fp32 A rows through registers (else bf16 by cp.async)
+  constexpr bool kAStaged = stages_f32_a<kMode, T>;  // fp32 A rows by cp.async
+  constexpr bool kAF32 = kUp && !kAStaged;  // fp32 A rows through registers (else bf16 by cp.async)
   constexpr int BM = T::BM, BN = T::BN, S = T::STAGES, NT = T::kThreads;
+  constexpr int kLdF = kBK + 8;  // fp32 row stride of staged A (half-warps' float2 reads hit
+                                 // distinct banks)
   extern __shared__ __align__(16) unsigned char smem[];
+  float* Af = reinterpret_cast<float*>(smem);                  // kAStaged: [S][BM][kLdF]
   __nv_bfloat16* As = reinterpret_cast<__nv_bfloat16*>(smem);  // [S][BM][kLd] (not kResA)
-  __nv_bfloat16* Bs = As + (kResA ? 0 : S * BM * kLd);         // [S][BN][kLd]
-  __nv_bfloat16* Ares = Bs + S * BN * kLd;                     // kResA: [rows][lda], zeros
+  __nv_bfloat16* Bs = kAStaged ? reinterpret_cast<__nv_bfloat16*>(Af + S * BM * kLdF)
+                               : As + (kResA ? 0 : S * BM * kLd);  // [S][BN][kLd]
+  __nv_bfloat16* Ares = Bs + S * BN * kLd;                         // kResA: [rows][lda], zeros
 
   constexpr int kFeat = kUp ? BN / 2 : BN;  // output features per block
   const int64_t col_tiles = (g.N + kFeat - 1) / kFeat;
@@ -304,7 +325,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   const int bc = (tid & 7) * 8, ac = (tid & 15) * 4;
   const float* a_src[kAF32Loads];
   const uint16_t* ab_src[kALoads];
-  if constexpr (kAF32) {
+  if constexpr (kUp) {
 #pragma unroll
     for (int i = 0; i < kAF32Loads; ++i) {
       const int r = (tid >> 4) + (NT / 16) * i;
@@ -343,7 +364,14 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
       for (int i = 0; i < kBLoads; ++i)
         cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc, b_src[i] + (kin ? k : 0),
                    b_ok[i] && kin);
-      if constexpr (!kAF32 && !kResA) {
+      if constexpr (kAStaged) {
+        const int64_t ka = static_cast<int64_t>(kt) * kBK + ac;  // K % 8 == 0: whole chunks
+        const bool ain = ka < K;
+#pragma unroll
+        for (int i = 0; i < kAF32Loads; ++i)
+          cp_async16(Af + (buf * BM + (tid >> 4) + (NT / 16) * i) * kLdF + ac,
+                     a_src[i] ? a_src[i] + (ain ? ka : 0) : g.x_f32, a_src[i] && ain);
+      } else if constexpr (!kAF32 && !kResA) {
 #pragma unroll
         for (int i = 0; i < kALoads; ++i)
           cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
@@ -439,11 +467,24 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 #pragma unroll
       for (int i = 0; i < T::MI; ++i) {
         const int ar = wm * T::WTM + i * 16 + mrow + (mat & 1) * 8;
-        if constexpr (kResA)
+        if constexpr (kAStaged) {
+          // the fragment ldmatrix_x4 would give: rows lane / 4 (+ 8), k pairs (lane % 4) * 2 (+ 8)
+          const float* f =
+              Af + (buf * BM + wm * T::WTM + i * 16 + (lane >> 2)) * kLdF + ks + (lane & 3) * 2;
+          const float2 v0 = *reinterpret_cast<const float2*>(f);
+          const float2 v1 = *reinterpret_cast<const float2*>(f + 8 * kLdF);
+          const float2 v2 = *reinterpret_cast<const float2*>(f + 8);
+          const float2 v3 = *reinterpret_cast<const float2*>(f + 8 * kLdF + 8);
+          a[i][0] = pack_bf16(v0.x, v0.y);
+          a[i][1] = pack_bf16(v1.x, v1.y);
+          a[i][2] = pack_bf16(v2.x, v2.y);
+          a[i][3] = pack_bf16(v3.x, v3.y);
+        } else if constexpr (kResA) {
           ldmatrix_x4(
               a[i], ar < rows ? Ares + ar * lda + (kt - kt0) * kBK + ks + (mat >> 1) * 8 : a_zero);
-        else
+        } else {
           ldmatrix_x4(a[i], As + (buf * BM + ar) * kLd + ks + (mat >> 1) * 8);
+        }
       }
 #pragma unroll
       for (int j = 0; j < T::NJ; ++j)
@@ -603,8 +644,9 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
     return cudaErrorInvalidValue;
   // The running sum of in-block segments only where they occur (a one-row tile's 6 blocks per
   // SM would not fit it).
-  constexpr size_t max_smem = T::kSmemBytes + (kMode == kDenseSplitGemm ? T::kTotalBytes : 0);
-  const size_t smem_bytes = split_blocks ? T::kSmemBytes : max_smem;
+  constexpr size_t base_smem = tile_smem_bytes<kMode, T>;
+  constexpr size_t max_smem = base_smem + (kMode == kDenseSplitGemm ? T::kTotalBytes : 0);
+  const size_t smem_bytes = split_blocks ? base_smem : max_smem;
   static const cudaError_t attr =
       cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
