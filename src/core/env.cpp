@@ -46,6 +46,11 @@ constexpr VarSpec kVars[] = {
      "warpgroup MMA kernels (sm_90 only); 0 keeps the experts on the mma.sync tiles (the same "
      "bits) and scores the indexer on fp32 FMAs (the same values up to fp32 rounding). For "
      "comparison and debugging."},
+    {"DEEPINFER_DENSE_DEEP_RING", VarType::kInt, "40",
+     "CUDA backend: from how many 64-wide k tiles per block a decode product that reads fp32 "
+     "x itself (DEEPINFER_DENSE_RESIDENT_A) streams its weights through a 12-stage ring "
+     "instead of the 8-stage one (long streams: wo_a, wo_b, the head); 0 never. The same "
+     "bits either way. For tuning."},
     {"DEEPINFER_DENSE_RESIDENT_A", VarType::kInt, "4096",
      "CUDA backend: a decode product of up to 16 rows reads fp32 x itself (each block keeps "
      "its rows of x over its K segment as bf16 in shared memory: no cast kernel) while those "

@@ -291,6 +291,10 @@ void set_dense_gemm_f32(bool on);
 // (at most 8192; 0: every product goes through the cast). Same bits either way.
 inline constexpr int64_t kDenseResidentAElems = 4096;
 void set_dense_resident_a(int64_t elems);
+// From how many k tiles (64 wide) per block a product reading fp32 x (dense_gemm_f32_supported)
+// streams its weights through a 12-stage ring instead of 8 (0: never). Same bits either way.
+inline constexpr int64_t kDenseDeepRingTiles = 40;
+void set_dense_deep_ring(int64_t min_tiles);
 // out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order (where < 0: skipped); M rows of D.
 cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
                                int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream);

@@ -66,6 +66,12 @@ using Narrow = TileShape<16, 64, 1, 4, 4>;
 // Dense products of one to 16 rows (decode): one warp per 16 columns, 8 stages deep, so that a
 // 4096-wide output still spreads over 256 blocks with ~14 KB of weights in flight each.
 using Thin = TileShape<16, 16, 1, 1, 8>;
+// The same tile with a 12-stage ring, for blocks whose k tiles are many (set_dense_deep_ring):
+// their stream is long enough that the bytes in flight per warp, not the ring's fill, set its
+// pace; 6 blocks per SM still fit with a resident A of 4096 values.
+using ThinDeep = TileShape<16, 16, 1, 1, 12>;
+template <typename T>
+inline constexpr bool is_thin = T::BM == 16 && T::BN == 16 && T::kThreads == 32;
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return static_cast<uint32_t>(f32_to_bf16_bits(lo)) |
@@ -261,8 +267,9 @@ __host__ __device__ constexpr int64_t resident_lda(int64_t seg_tiles) {
 
 // The dynamic shared memory of a resident-A block: its weight stages, then M rows of A over
 // seg_tiles k tiles and a zero line.
+template <typename T>
 size_t resident_smem(int64_t M, int64_t seg_tiles) {
-  return static_cast<size_t>(Thin::STAGES) * Thin::BN * kLd * 2 +
+  return static_cast<size_t>(T::STAGES) * T::BN * kLd * 2 +
          static_cast<size_t>(M * resident_lda(seg_tiles) + 16) * 2;
 }
 
@@ -529,7 +536,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 #pragma unroll
           for (int e = 0; e < 4; ++e)
             acc[i][j][e] = total[((i * 2 * T::NJ + j) * 4 + e) * T::kThreads];
-    } else if (std::is_same_v<T, Thin> && g.cluster_split) {
+    } else if (is_thin<T> && g.cluster_split) {
       if (!dense_cluster_epilogue<T>(g, acc, smem)) return;
     } else {
       dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
@@ -653,7 +660,7 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
   if (attr != cudaSuccess) return attr;
   const unsigned z = kMode == kDenseSplitGemm && split_blocks ? a.splits : 1;
   GroupedArgs b = a;
-  b.cluster_split = std::is_same_v<T, Thin> && z > 1 &&
+  b.cluster_split = is_thin<T> && z > 1 &&
                     clusters_fit(grouped_gemm_kernel<kMode, T>, T::kThreads, smem_bytes, z,
                                  batch * max_tiles * col_tiles);
   return launch_kernel_clustered(
@@ -742,6 +749,14 @@ bool splits_over_blocks(int64_t M) {
   return M <= Thin::BM;
 }
 
+int64_t deep_ring_tiles = kDenseDeepRingTiles;
+
+// Whether a resident-A block streams its k tiles (its segment's) through ThinDeep. Not with
+// bf16 x: its A stages would double the ring's shared memory (4 blocks per SM).
+bool deep_ring(int64_t seg_tiles) {
+  return deep_ring_tiles > 0 && seg_tiles >= deep_ring_tiles;
+}
+
 // The tile shape for M rows (the same arithmetic in each).
 template <Mode kMode>
 cudaError_t launch_dense_tiles(const GroupedArgs& a, int64_t M, int64_t batch,
@@ -758,14 +773,27 @@ void set_dense_split_clusters(bool on) {
   cluster_split_on = on;
 }
 
+void set_dense_deep_ring(int64_t min_tiles) {
+  deep_ring_tiles = min_tiles;
+}
+
+namespace {
+template <typename T>
+bool split_in_cluster(int64_t M, const DenseSplit& split, int64_t clusters, bool fp32_x) {
+  return fp32_x ? clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, T, true>, T::kThreads,
+                               resident_smem<T>(M, split.seg_tiles), split.splits, clusters)
+                : clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, T>, T::kThreads, T::kSmemBytes,
+                               split.splits, clusters);
+}
+}  // namespace
+
 bool dense_split_in_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, bool fp32_x) {
   const DenseSplit split = dense_gemm_split(N, K, batch);
   if (split.splits < 2 || !splits_over_blocks(M)) return false;
   const int64_t clusters = batch * ((N + Thin::BN - 1) / Thin::BN);
-  return fp32_x ? clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, Thin, true>, Thin::kThreads,
-                               resident_smem(M, split.seg_tiles), split.splits, clusters)
-                : clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, Thin>, Thin::kThreads,
-                               Thin::kSmemBytes, split.splits, clusters);
+  return fp32_x && deep_ring(split.seg_tiles)
+             ? split_in_cluster<ThinDeep>(M, split, clusters, fp32_x)
+             : split_in_cluster<Thin>(M, split, clusters, fp32_x);
 }
 
 int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
@@ -776,11 +804,10 @@ int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
 namespace {
 
 // Thin tiles with the block's rows of fp32 x resident as bf16 (grouped_gemm_kernel's kResA).
-template <Mode kMode>
+template <Mode kMode, typename T>
 cudaError_t launch_resident_a(const GroupedArgs& a, int64_t M, int64_t batch, cudaStream_t stream) {
-  using T = Thin;
   constexpr size_t stage_bytes = static_cast<size_t>(T::STAGES) * T::BN * kLd * 2;
-  const size_t smem = resident_smem(M, a.seg_tiles);
+  const size_t smem = resident_smem<T>(M, a.seg_tiles);
   auto* kernel = grouped_gemm_kernel<kMode, T, true>;
   static const cudaError_t attr = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -873,8 +900,11 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
   if (!partials_given(M, N, K, batch, partials, counters)) return cudaErrorInvalidValue;
   const GroupedArgs a = dense_args(nullptr, x, ldx, sx, w, ldw, sw, out, ldo, so, M, N, K, batch,
                                    accumulate, partials, counters);
-  return a.splits > 1 ? launch_resident_a<kDenseSplitGemm>(a, M, batch, stream)
-                      : launch_resident_a<kDenseGemm>(a, M, batch, stream);
+  if (deep_ring(a.seg_tiles))
+    return a.splits > 1 ? launch_resident_a<kDenseSplitGemm, ThinDeep>(a, M, batch, stream)
+                        : launch_resident_a<kDenseGemm, ThinDeep>(a, M, batch, stream);
+  return a.splits > 1 ? launch_resident_a<kDenseSplitGemm, Thin>(a, M, batch, stream)
+                      : launch_resident_a<kDenseGemm, Thin>(a, M, batch, stream);
 }
 
 }  // namespace deepinfer::cuda
