@@ -243,7 +243,7 @@ TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
       if (acc && G > 1) continue;  // grouped products do not accumulate
       std::vector<float> got[2];
       for (int cl = 0; cl < 2; ++cl) {
-        cuda::set_dense_split_clusters(cl == 1);
+        cuda::set_cluster_reductions(cl == 1);
         const bool in_cluster = cuda::dense_split_in_cluster(M, N, K, G, fp32_x);
         if (cl == 0 || !sm90) {
           EXPECT_FALSE(in_cluster);
@@ -261,7 +261,7 @@ TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
           << M << "x" << N << "x" << K << " batch " << G << " acc " << acc << " splits " << splits;
     }
   }
-  cuda::set_dense_split_clusters(true);
+  cuda::set_cluster_reductions(true);
 }
 
 // Products reading fp32 x with long k streams per block take the 12-stage ring: bitwise the

@@ -125,6 +125,10 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
 // row's blocks then ceil(H / (16 groups_per_block)) * splits; a head's result is the same either
 // way.
 int attention_groups_per_block(int64_t M, int64_t H, int num_sms);
+// Whether a decode attention call of `blocks` blocks (one 16-head group each), every row split
+// over `splits` key ranges, merges the splits inside thread block clusters (no merge kernel; the
+// same bits): for tests and benchmarks.
+bool attention_merges_in_clusters(int64_t hd, int64_t splits, int64_t blocks);
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
                              int groups_per_block, int64_t blocks, bool rows_uniform,
                              bool any_split, int64_t window, const int32_t* list,
@@ -259,9 +263,10 @@ int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch);
 // changes the bits of split products, so not while a model serves.
 inline constexpr int64_t kDenseSplitTargetBlocks = 792;
 void set_dense_split_target(int64_t blocks);
-// false: split products sum through the workspace even where a cluster could (the same bits;
+// false: split work (decode products' K segments, decode attention's key splits) sums through
+// global workspaces even where a thread block cluster could (the same bits;
 // DEEPINFER_CUDA_CLUSTER_SPLIT, for comparison).
-void set_dense_split_clusters(bool on);
+void set_cluster_reductions(bool on);
 // Whether a split product of M rows sums in clusters (its clusters all resident at once), from
 // fp32 x (dense_gemm_f32_supported) or bf16 x: for tests and benchmarks.
 bool dense_split_in_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, bool fp32_x);

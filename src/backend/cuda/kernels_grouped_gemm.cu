@@ -23,9 +23,6 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
 
 namespace deepinfer::cuda {
@@ -599,44 +596,11 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   }
 }
 
-bool cluster_split_on = true;
-
-// Whether `clusters` clusters of `z` blocks of `kernel` (`smem` bytes of shared memory each) are
-// resident at once on this device. Only then do a split's segments sum in a cluster: past one wave
-// the clusters' placement by GPC leaves blocks for a second one (measured: 4096 x 8192 through the
-// cast, 768 blocks in clusters of 3, 25 -> 30 us).
+// Whether a split's segments sum in clusters of z blocks (kMaxClusterSplits at most).
 template <typename Kernel>
 bool clusters_fit(Kernel kernel, int threads, size_t smem, int z, int64_t clusters) {
-  if (!cluster_split_on || z < 2 || z > kMaxClusterSplits || !cluster_launch_supported())
-    return false;
-  int device = 0;
-  cudaGetDevice(&device);
-  using Key = std::tuple<int, const void*, size_t, int>;
-  static std::mutex mu;
-  static std::map<Key, int> resident;  // most clusters resident at once
-  const Key key{device, reinterpret_cast<const void*>(kernel), smem, z};
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = resident.find(key);
-  if (it == resident.end()) {
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = static_cast<unsigned>(z);
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(1, 1, static_cast<unsigned>(z));
-    cfg.blockDim = dim3(static_cast<unsigned>(threads));
-    cfg.dynamicSmemBytes = smem;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-      cudaGetLastError();  // not sticky: the workspace path serves
-      n = 0;
-    }
-    it = resident.emplace(key, n).first;
-  }
-  return clusters <= it->second;
+  return z <= kMaxClusterSplits &&
+         clusters_resident(reinterpret_cast<const void*>(kernel), threads, smem, z, clusters);
 }
 
 // split_blocks: a split dense product's segments run on blocks of their own (else each block
@@ -768,10 +732,6 @@ cudaError_t launch_dense_tiles(const GroupedArgs& a, int64_t M, int64_t batch,
 }
 
 }  // namespace
-
-void set_dense_split_clusters(bool on) {
-  cluster_split_on = on;
-}
 
 void set_dense_deep_ring(int64_t min_tiles) {
   deep_ring_tiles = min_tiles;
