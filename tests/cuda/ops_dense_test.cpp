@@ -214,9 +214,9 @@ TEST_F(Ops, MatmulFromFp32MatchesTheCastPath) {
   EXPECT_TRUE(got[0] == got[1]) << "grouped";
 }
 
-// Split products of a few rows sum their segments inside a thread block cluster on sm_90 (no
-// workspace) where they have 2-8 segments and the clusters are resident at once: bitwise the
-// workspace path's sums, from bf16 and fp32 x, accumulating or not, grouped.
+// Split products sum their segments inside a thread block cluster on sm_90 where they have 2-8
+// segments and the clusters are resident at once: bitwise the workspace path's sums (up to 16
+// rows) and the in-turn sums of wider tiles, from bf16 and fp32 x, accumulating or not, grouped.
 TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
   SEED_TRACE();
   Rng rng;
@@ -225,12 +225,15 @@ TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
     int cluster;  // on sm_90: 1 sums in clusters, 0 in the workspace, -1 the occupancy decides
   };
   const bool sm90 = cuda::cluster_launch_supported();
-  for (const Shape& sh : std::vector<Shape>{{1, 2560, 4096, 1, 1},    // 4 segments, fp32 x read
-                                            {1, 4096, 8192, 1, -1},   // 3, a wave through the cast
-                                            {2, 1000, 4096, 1, 1},    // 8
-                                            {16, 256, 4000, 1, 1},    // 7, 16 rows, a k tail
-                                            {1, 300, 8192, 1, 0},     // 16: the workspace
-                                            {1, 128, 2048, 8, 1}}) {  // grouped, 4 per group
+  for (const Shape& sh : std::vector<Shape>{{1, 2560, 4096, 1, 1},   // 4 segments, fp32 x read
+                                            {1, 4096, 8192, 1, -1},  // 3, a wave through the cast
+                                            {2, 1000, 4096, 1, 1},   // 8
+                                            {16, 256, 4000, 1, 1},   // 7, 16 rows, a k tail
+                                            {1, 300, 8192, 1, 0},    // 16: the workspace
+                                            {1, 128, 2048, 8, 1},    // grouped, 4 per group
+                                            {20, 128, 4096, 1, 1},   // 16-row tiles, 8
+                                            {100, 256, 2048, 1, 1},  // 64-row tiles, 4
+                                            {128, 4096, 4096, 1, -1}}) {  // 64-row, a wave
     const int64_t M = sh.M, N = sh.N, K = sh.K, G = sh.batch;
     const int splits = cuda::dense_gemm_split(N, K, G).splits;
     ASSERT_GT(splits, 1) << N << "x" << K;

@@ -45,15 +45,7 @@ struct TileShape {
   static constexpr size_t kStageBytes = static_cast<size_t>(STAGES) * (BM + BN) * kLd * 2;
   static constexpr size_t kEpiBytes = static_cast<size_t>(BM) * kEpiLd * 4;
   static constexpr size_t kSmemBytes = kStageBytes > kEpiBytes ? kStageBytes : kEpiBytes;
-  // Up-GEMM tiles staging their fp32 A rows by cp.async (stages_f32_a): A's stages in fp32.
-  static constexpr size_t kF32AStageBytes =
-      static_cast<size_t>(STAGES) * (BM * (kBK + 8) * 4 + BN * kLd * 2);
-  static constexpr size_t kF32ASmemBytes =
-      kF32AStageBytes > kEpiBytes ? kF32AStageBytes : kEpiBytes;
-  // Dense products summing K segments in turn keep the running sum here, [output][thread] (one
-  // float per accumulator; registers would cost the widest tile half its occupancy).
-  static constexpr int kAccPerThread = MI * 2 * NJ * 4;
-  static constexpr size_t kTotalBytes = static_cast<size_t>(kAccPerThread) * kThreads * 4;
+  static constexpr int kAccPerThread = MI * 2 * NJ * 4;  // accumulators per thread
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tiles are multiples of 16");
   static_assert((BN * 8) % kThreads == 0 && (BM * 8) % kThreads == 0 && (BM * 16) % kThreads == 0,
                 "loaders cover the tiles evenly");
@@ -83,6 +75,16 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // products and the experts keep the plain loop's code).
 enum Mode { kUpGemm, kDownGemm, kDenseGemm, kDenseSplitGemm };
 
+// Up-GEMM tiles staging their fp32 A rows by cp.async (stages_f32_a): A's stages in fp32.
+template <typename T>
+inline constexpr size_t f32a_stage_bytes = static_cast<size_t>(T::STAGES) *
+                                           (T::BM * (kBK + 8) * 4 + T::BN * kLd * 2);
+// Dense products summing K segments in turn keep the running sum past the stages,
+// [output][thread] (one float per accumulator; registers would cost the widest tile half its
+// occupancy).
+template <typename T>
+inline constexpr size_t running_sum_bytes = static_cast<size_t>(T::kAccPerThread) * T::kThreads * 4;
+
 // The up GEMM's fp32 A rows (x gathered by row_token): on Narrow tiles (decode) they stream in
 // by cp.async with the weight stages and are rounded to bf16 as the fragments are read; on Wide
 // tiles they go through registers a stage ahead, rounded as they are stored (the same values).
@@ -91,8 +93,9 @@ enum Mode { kUpGemm, kDownGemm, kDenseGemm, kDenseSplitGemm };
 template <Mode kMode, typename T>
 inline constexpr bool stages_f32_a = (kMode == kUpGemm) && (T::BM == Narrow::BM);
 template <Mode kMode, typename T>
-inline constexpr size_t tile_smem_bytes =
-    stages_f32_a<kMode, T> ? T::kF32ASmemBytes : T::kSmemBytes;
+inline constexpr size_t tile_smem_bytes = !stages_f32_a<kMode, T>              ? T::kSmemBytes
+                                          : f32a_stage_bytes<T> > T::kEpiBytes ? f32a_stage_bytes<T>
+                                                                               : T::kEpiBytes;
 
 struct GroupedArgs {
   const float* x_f32;      // up: x [*, K] fp32, rows gathered through row_token
@@ -222,24 +225,29 @@ __device__ __forceinline__ bool dense_cluster_epilogue(const GroupedArgs& g,
   cluster.sync();  // every segment's partial is written and visible in the cluster
   const bool first = cluster.block_rank() == 0;
   if (first) {
-    float p[kMaxOthers][kAcc];  // all remote loads in flight before the in-order sum
+    // kBatch segments' remote loads in flight at once (all of them for the one-warp tiles),
+    // then added in segment order.
+    constexpr int kBatch = kAcc * kMaxOthers <= 64 ? kMaxOthers : (64 / kAcc > 0 ? 64 / kAcc : 1);
+    for (int s0 = 1; s0 < g.splits; s0 += kBatch) {
+      float p[kBatch][kAcc];
 #pragma unroll
-    for (int s = 0; s < kMaxOthers; ++s)
-      if (s + 1 < g.splits) {
-        const float* theirs = cluster.map_shared_rank(mine, s + 1);
+      for (int b = 0; b < kBatch; ++b)
+        if (s0 + b < g.splits) {
+          const float* theirs = cluster.map_shared_rank(mine, s0 + b);
 #pragma unroll
-        for (int a = 0; a < kAcc; ++a) p[s][a] = theirs[a * NT + tid];
-      }
+          for (int a = 0; a < kAcc; ++a) p[b][a] = theirs[a * NT + tid];
+        }
 #pragma unroll
-    for (int s = 0; s < kMaxOthers; ++s)
-      if (s + 1 < g.splits) {
+      for (int b = 0; b < kBatch; ++b)
+        if (s0 + b < g.splits) {
 #pragma unroll
-        for (int i = 0; i < T::MI; ++i)
+          for (int i = 0; i < T::MI; ++i)
 #pragma unroll
-          for (int j = 0; j < 2 * T::NJ; ++j)
+            for (int j = 0; j < 2 * T::NJ; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] += p[s][(i * 2 * T::NJ + j) * 4 + e];
-      }
+              for (int e = 0; e < 4; ++e) acc[i][j][e] += p[b][(i * 2 * T::NJ + j) * 4 + e];
+        }
+    }
   }
   cluster.sync();  // segment 0 has read the others' shared memory: they may exit
   return first;
@@ -533,10 +541,12 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 #pragma unroll
           for (int e = 0; e < 4; ++e)
             acc[i][j][e] = total[((i * 2 * T::NJ + j) * 4 + e) * T::kThreads];
-    } else if (is_thin<T> && g.cluster_split) {
+    } else if (g.cluster_split) {
       if (!dense_cluster_epilogue<T>(g, acc, smem)) return;
     } else {
-      dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
+      // The workspace serves one-warp tiles only (wider ones split over blocks in clusters or
+      // not at all): kept out of their code, its registers cost the 64-row tile half its blocks.
+      if constexpr (is_thin<T>) dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
       return;
     }
   }
@@ -603,30 +613,41 @@ bool clusters_fit(Kernel kernel, int threads, size_t smem, int z, int64_t cluste
          clusters_resident(reinterpret_cast<const void*>(kernel), threads, smem, z, clusters);
 }
 
-// split_blocks: a split dense product's segments run on blocks of their own (else each block
-// sums them in turn).
+// How a split dense product's segments run: in turn in each block (a running sum), on blocks of
+// their own (a cluster's where its clusters are resident, else summed through the workspace),
+// or in clusters where resident and in turn otherwise (no workspace).
+enum class SplitRun { kInTurn, kOverBlocks, kClustersOrInTurn };
+
+// Whether the segments of a split product on T tiles (max_tiles row slots) sum in clusters.
+template <typename T>
+bool dense_tiles_in_cluster(const GroupedArgs& a, int64_t max_tiles, int64_t batch) {
+  const int64_t col_tiles = (a.N + T::BN - 1) / T::BN;
+  return clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, T>, T::kThreads,
+                      tile_smem_bytes<kDenseSplitGemm, T>, a.splits, batch * max_tiles * col_tiles);
+}
+
 template <Mode kMode, typename T>
 cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batch,
-                           cudaStream_t stream, bool split_blocks = false) {
+                           cudaStream_t stream, SplitRun run = SplitRun::kInTurn) {
   constexpr int64_t feat = kMode == kUpGemm ? T::BN / 2 : T::BN;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
   if (max_tiles * col_tiles > 0x7fffffff || batch > 65535) return cudaErrorInvalidValue;
-  if (split_blocks && batch * max_tiles * col_tiles > kDenseSplitCounters)
-    return cudaErrorInvalidValue;
   // The running sum of in-block segments only where they occur (a one-row tile's 6 blocks per
   // SM would not fit it).
   constexpr size_t base_smem = tile_smem_bytes<kMode, T>;
-  constexpr size_t max_smem = base_smem + (kMode == kDenseSplitGemm ? T::kTotalBytes : 0);
-  const size_t smem_bytes = split_blocks ? base_smem : max_smem;
+  constexpr size_t max_smem = base_smem + (kMode == kDenseSplitGemm ? running_sum_bytes<T> : 0);
   static const cudaError_t attr =
       cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
   if (attr != cudaSuccess) return attr;
-  const unsigned z = kMode == kDenseSplitGemm && split_blocks ? a.splits : 1;
   GroupedArgs b = a;
-  b.cluster_split = is_thin<T> && z > 1 &&
-                    clusters_fit(grouped_gemm_kernel<kMode, T>, T::kThreads, smem_bytes, z,
-                                 batch * max_tiles * col_tiles);
+  b.cluster_split = kMode == kDenseSplitGemm && run != SplitRun::kInTurn && a.splits > 1 &&
+                    dense_tiles_in_cluster<T>(a, max_tiles, batch);
+  const bool split_blocks = b.cluster_split || run == SplitRun::kOverBlocks;
+  if (split_blocks && !b.cluster_split && batch * max_tiles * col_tiles > kDenseSplitCounters)
+    return cudaErrorInvalidValue;
+  const size_t smem_bytes = split_blocks ? base_smem : max_smem;
+  const unsigned z = kMode == kDenseSplitGemm && split_blocks ? a.splits : 1;
   return launch_kernel_clustered(
       grouped_gemm_kernel<kMode, T>,
       dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch), z),
@@ -707,8 +728,10 @@ DenseSplit dense_gemm_split(int64_t N, int64_t K, int64_t batch) {
 namespace {
 
 // Split products of up to 16 rows run their segments on blocks of their own (their time is the
-// chain of dependent mma steps over K, not bytes); wider ones have enough blocks and sum the
-// segments in turn.
+// chain of dependent mma steps over K, not bytes; through the workspace where no cluster fits);
+// wider ones do where their clusters are resident and sum the segments in turn otherwise (the
+// workspace's round trips cost 64-row tiles more than the blocks gained: 4096 x 4096 at 256 rows
+// 62 -> 81-122 us).
 bool splits_over_blocks(int64_t M) {
   return M <= Thin::BM;
 }
@@ -725,10 +748,16 @@ bool deep_ring(int64_t seg_tiles) {
 template <Mode kMode>
 cudaError_t launch_dense_tiles(const GroupedArgs& a, int64_t M, int64_t batch,
                                cudaStream_t stream) {
-  const bool over_blocks = kMode == kDenseSplitGemm && splits_over_blocks(M);
-  if (M <= Thin::BM) return launch_grouped<kMode, Thin>(a, 1, batch, stream, over_blocks);
-  if (M <= 64) return launch_grouped<kMode, Narrow>(a, (M + 15) / 16, batch, stream, over_blocks);
-  return launch_grouped<kMode, Wide>(a, (M + 63) / 64, batch, stream, over_blocks);
+  if (kMode != kDenseSplitGemm) {
+    if (M <= Thin::BM) return launch_grouped<kMode, Thin>(a, 1, batch, stream);
+    if (M <= 64) return launch_grouped<kMode, Narrow>(a, (M + 15) / 16, batch, stream);
+    return launch_grouped<kMode, Wide>(a, (M + 63) / 64, batch, stream);
+  }
+  if (M <= Thin::BM) return launch_grouped<kMode, Thin>(a, 1, batch, stream, SplitRun::kOverBlocks);
+  if (M <= 64)
+    return launch_grouped<kMode, Narrow>(a, (M + 15) / 16, batch, stream,
+                                         SplitRun::kClustersOrInTurn);
+  return launch_grouped<kMode, Wide>(a, (M + 63) / 64, batch, stream, SplitRun::kClustersOrInTurn);
 }
 
 }  // namespace
@@ -749,7 +778,14 @@ bool split_in_cluster(int64_t M, const DenseSplit& split, int64_t clusters, bool
 
 bool dense_split_in_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, bool fp32_x) {
   const DenseSplit split = dense_gemm_split(N, K, batch);
-  if (split.splits < 2 || !splits_over_blocks(M)) return false;
+  if (split.splits < 2) return false;
+  if (!splits_over_blocks(M)) {
+    GroupedArgs a{};
+    a.N = N;
+    a.splits = split.splits;
+    return M <= 64 ? dense_tiles_in_cluster<Narrow>(a, (M + 15) / 16, batch)
+                   : dense_tiles_in_cluster<Wide>(a, (M + 63) / 64, batch);
+  }
   const int64_t clusters = batch * ((N + Thin::BN - 1) / Thin::BN);
   return fp32_x && deep_ring(split.seg_tiles)
              ? split_in_cluster<ThinDeep>(M, split, clusters, fp32_x)
