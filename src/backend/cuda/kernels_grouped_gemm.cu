@@ -618,11 +618,25 @@ bool clusters_fit(Kernel kernel, int threads, size_t smem, int z, int64_t cluste
 // or in clusters where resident and in turn otherwise (no workspace).
 enum class SplitRun { kInTurn, kOverBlocks, kClustersOrInTurn };
 
+// The most dynamic shared memory grouped_gemm_kernel<kMode, T> takes (the running sum of
+// in-block segments only where they occur: a one-row tile's 6 blocks per SM would not fit it),
+// made its limit once; the error of that, if any.
+template <Mode kMode, typename T>
+cudaError_t set_smem_limit() {
+  constexpr size_t max_smem =
+      tile_smem_bytes<kMode, T> + (kMode == kDenseSplitGemm ? running_sum_bytes<T> : 0);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
+  return attr;
+}
+
 // Whether the segments of a split product on T tiles (max_tiles row slots) sum in clusters.
 template <typename T>
 bool dense_tiles_in_cluster(const GroupedArgs& a, int64_t max_tiles, int64_t batch) {
   const int64_t col_tiles = (a.N + T::BN - 1) / T::BN;
-  return clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, T>, T::kThreads,
+  return set_smem_limit<kDenseSplitGemm, T>() == cudaSuccess &&
+         clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, T>, T::kThreads,
                       tile_smem_bytes<kDenseSplitGemm, T>, a.splits, batch * max_tiles * col_tiles);
 }
 
@@ -632,14 +646,9 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
   constexpr int64_t feat = kMode == kUpGemm ? T::BN / 2 : T::BN;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
   if (max_tiles * col_tiles > 0x7fffffff || batch > 65535) return cudaErrorInvalidValue;
-  // The running sum of in-block segments only where they occur (a one-row tile's 6 blocks per
-  // SM would not fit it).
   constexpr size_t base_smem = tile_smem_bytes<kMode, T>;
   constexpr size_t max_smem = base_smem + (kMode == kDenseSplitGemm ? running_sum_bytes<T> : 0);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
-  if (attr != cudaSuccess) return attr;
+  if (const cudaError_t attr = set_smem_limit<kMode, T>(); attr != cudaSuccess) return attr;
   GroupedArgs b = a;
   b.cluster_split = kMode == kDenseSplitGemm && run != SplitRun::kInTurn && a.splits > 1 &&
                     dense_tiles_in_cluster<T>(a, max_tiles, batch);
