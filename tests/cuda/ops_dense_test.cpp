@@ -416,6 +416,53 @@ TEST_F(Ops, RopeAndInverseMatchCpu) {
   }
 }
 
+// rms_norm_rope in one pass (rms_norm_rope_fused shapes): bitwise rms_norm then rope on the GPU,
+// weighted or not, in place or not; other shapes run the two (a tail pair straddling a float4,
+// a head wider than 4096); and the CPU's values within tolerance.
+TEST_F(Ops, RmsNormRopeIsNormThenRope) {
+  SEED_TRACE();
+  struct Case {
+    int64_t M, H, hd, R;
+    bool weighted, fused;
+  };
+  for (const Case& c : std::vector<Case>{{1, 64, 512, 32, false, true},  // V4 queries
+                                         {3, 1, 512, 32, true, true},    // V4 keys
+                                         {5, 4, 128, 16, true, true},
+                                         {2, 3, 36, 9, true, false},  // 36 - 18: pairs split
+                                         {2, 1, 8192, 32, false, false}}) {
+    Rng rng;
+    const Tensor x = rand_host(rng, {c.M, c.H, c.hd}, -3.f, 3.f);
+    const Tensor w = rand_host(rng, {c.hd}, 0.5f, 1.5f);
+    std::vector<int32_t> pos(c.M);
+    for (auto& p : pos) p = static_cast<int32_t>(rng.integer(0, 70000));
+    Tensor freq = host({c.R});
+    for (int64_t i = 0; i < c.R; ++i)
+      freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * c.R));
+    const Tensor dx = to_dev(*gpu, x), dpos = to_dev(*gpu, i32_host(pos, {c.M}));
+    const Tensor dfreq = to_dev(*gpu, freq), dw = to_dev(*gpu, w);
+    const TensorView wv = c.weighted ? dw.view() : TensorView();
+    Tensor want = dev_poisoned(*gpu, {c.M, c.H, c.hd});
+    gpu->rms_norm(dx, wv, 1e-6f, want);
+    gpu->rope(want, dpos, dfreq, false);
+    EXPECT_EQ(cuda::rms_norm_rope_fused(dx.view().data_as<float>(),
+                                        c.weighted ? dw.view().data_as<float>() : nullptr, c.hd,
+                                        c.R, want.view().data_as<float>()),
+              c.fused)
+        << c.hd << " " << c.R;
+    Tensor got = dev_poisoned(*gpu, {c.M, c.H, c.hd});
+    gpu->rms_norm_rope(dx, wv, 1e-6f, dpos, dfreq, got);
+    const std::vector<float> a = floats(to_host(*gpu, want)), b = floats(to_host(*gpu, got));
+    EXPECT_TRUE(a == b) << c.M << " " << c.H << " " << c.hd << " " << c.R;
+    Tensor inplace = to_dev(*gpu, x);
+    gpu->rms_norm_rope(inplace, wv, 1e-6f, dpos, dfreq, inplace);
+    EXPECT_TRUE(floats(to_host(*gpu, inplace)) == a) << "in place, " << c.hd;
+    Tensor ref = host({c.M, c.H, c.hd});
+    cpu->rms_norm_rope(x, c.weighted ? w.view() : TensorView(), 1e-6f, i32_host(pos, {c.M}), freq,
+                       ref);
+    EXPECT_LE(rel_err(to_host(*gpu, got), ref), kTolF32) << c.hd;
+  }
+}
+
 struct HcInputs {
   Tensor X, fn, base, scale;
 };
