@@ -159,7 +159,9 @@ TEST_F(Moe, MoeExpertsRowsAreBatchInvariant) {
       const std::vector<float> one = run(m, 1);
       for (int64_t d = 0; d < D; ++d) {
         ASSERT_EQ(one[d], all[m * D + d]) << m << " " << d;
-        if (m < 12) ASSERT_EQ(one[d], some[m * D + d]) << "batch of 12, " << m << " " << d;
+        if (m < 12) {
+          ASSERT_EQ(one[d], some[m * D + d]) << "batch of 12, " << m << " " << d;
+        }
       }
     }
   }
