@@ -102,25 +102,12 @@ __device__ __forceinline__ void rotate_pair(float& a, float& b, int32_t pos, flo
 
 // One block per row, one float4 per thread (D % 4 == 0, 16-byte aligned rows, D <= 4096): a
 // row's loads all in flight at once (a 4096-wide decode row in one round trip instead of 16).
-// The whole row is read before any write, so out may be x.
-__global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int64_t D, float* out) {
-  wait_for_prior_grid();
-  __shared__ float red[32];
-  const int64_t i = threadIdx.x * int64_t{4};
-  const bool mine = i < D;
-  float4 v = mine ? *reinterpret_cast<const float4*>(x + blockIdx.x * D + i)
-                  : make_float4(0.f, 0.f, 0.f, 0.f);
-  const float inv = row_inv_rms4(v, D, eps, red);
-  if (!mine) return;
-  *reinterpret_cast<float4*>(out + blockIdx.x * D + i) = scale4(v, inv, w, i);
-}
-
-// rms_norm4_kernel, then RoPE on each row's trailing 2 R dims in the same pass (rows are heads
-// of hd = D; row r belongs to position pos[r / H]): the values of the two kernels in turn.
-// (D - 2 R) % 4 == 0, so a float4 holds two whole pairs or none.
-__global__ void rms_norm_rope4_kernel(const float* x, const float* w, float eps, int64_t D,
-                                      int64_t H, const int32_t* pos, const float* freq, int64_t R,
-                                      float* out) {
+// The whole row is read before any write, so out may be x. With pos, RoPE on each row's
+// trailing 2 R dims in the same pass (rows are heads of hd = D; row r belongs to position
+// pos[r / H]): the values of this kernel and rope_kernel in turn. (D - 2 R) % 4 == 0, so a float4
+// holds two whole pairs or none.
+__global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int64_t D, int64_t H,
+                                 const int32_t* pos, const float* freq, int64_t R, float* out) {
   wait_for_prior_grid();
   __shared__ float red[32];
   const int64_t i = threadIdx.x * int64_t{4};
@@ -131,7 +118,7 @@ __global__ void rms_norm_rope4_kernel(const float* x, const float* w, float eps,
   if (!mine) return;
   v = scale4(v, inv, w, i);
   const int64_t first = D - 2 * R;  // the first rotated dim
-  if (i >= first) {
+  if (pos && i >= first) {
     const int32_t p = pos[blockIdx.x / H];
     const int64_t pair = (i - first) / 2;
     rotate_pair(v.x, v.y, p, freq[pair], 1.f);
@@ -241,7 +228,9 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int6
   if (D % 4 == 0 && D <= 4096 && aligned(x) && aligned(out) && (!weight || aligned(weight))) {
     const int64_t threads = (D / 4 + 31) / 32 * 32;
     return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(rows),
-                         static_cast<unsigned>(threads), 0, stream, x, weight, eps, D, out);
+                         static_cast<unsigned>(threads), 0, stream, x, weight, eps, D, int64_t{1},
+                         static_cast<const int32_t*>(nullptr), static_cast<const float*>(nullptr),
+                         int64_t{0}, out);
   }
   return launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, weight,
                        eps, D, out);
@@ -261,7 +250,7 @@ cudaError_t launch_rms_norm_rope(const float* x, const float* weight, float eps,
   if (M <= 0 || H <= 0 || hd <= 0) return cudaSuccess;
   if (!rms_norm_rope_fused(x, weight, hd, R, out)) return cudaErrorInvalidValue;
   const int64_t threads = (hd / 4 + 31) / 32 * 32;
-  return launch_kernel(rms_norm_rope4_kernel, static_cast<unsigned>(M * H),
+  return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(M * H),
                        static_cast<unsigned>(threads), 0, stream, x, weight, eps, hd, H, positions,
                        inv_freq, R, out);
 }
