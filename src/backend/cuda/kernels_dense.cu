@@ -87,7 +87,7 @@ __device__ __forceinline__ float4 scale4(const float4& v, float inv, const float
 }
 
 // The rotation of one RoPE pair (a, b) by pos * freq (fp32 angle like the reference, cos / sin
-// in double as the CPU backend does); explicit FMAs, so that every kernel rotating a pair gives
+// in double as the CPU backend does), shared by every kernel rotating pairs so that they give
 // the same bits. sign -1: the inverse rotation.
 __device__ __forceinline__ void rotate_pair(float& a, float& b, int32_t pos, float freq,
                                             float sign) {
@@ -96,8 +96,8 @@ __device__ __forceinline__ void rotate_pair(float& a, float& b, int32_t pos, flo
   sincos(static_cast<double>(ang), &s, &c);
   const float cf = static_cast<float>(c), sf = sign * static_cast<float>(s);
   const float x = a, y = b;
-  a = fmaf(x, cf, -(y * sf));
-  b = fmaf(y, cf, x * sf);
+  a = x * cf - y * sf;
+  b = y * cf + x * sf;
 }
 
 // One block per row, one float4 per thread (D % 4 == 0, 16-byte aligned rows, D <= 4096): a

@@ -160,7 +160,8 @@ __device__ void cluster_merge(const AttnParams& p, int64_t m, int64_t h0, int sp
     }
   }
   cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every split's partial is written and visible in the cluster
+  cluster.sync();                   // every split's partial is written and visible in the cluster
+  float* smax = stat + 2 * kHeads;  // [kHeads][kMaxSplits]: the splits' running maxes
   if (threadIdx.x < kHeads && h0 + threadIdx.x < p.H) {
     const int hr = threadIdx.x;
     float ml[2 * kMaxSplits];
@@ -170,27 +171,47 @@ __device__ void cluster_merge(const AttnParams& p, int64_t m, int64_t h0, int sp
         const float* theirs = cluster.map_shared_rank(pml, s);
         ml[2 * s] = theirs[2 * hr];
         ml[2 * s + 1] = theirs[2 * hr + 1];
+        smax[hr * kMaxSplits + s] = ml[2 * s];
       }
     const MergeStats st = merge_stats(p.sinks[h0 + hr], splits, ml);
     stat[2 * hr] = st.mx;
     stat[2 * hr + 1] = st.inv;
   }
   __syncthreads();
-  // This block's slice of the head dims, in 4-dim steps.
+  const float* theirs_o[kMaxSplits];
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s)
+    theirs_o[s] = s < splits ? cluster.map_shared_rank(po, s) : po;
+  // This block's slice of the head dims, in 4-dim steps; kU outputs per thread at a time with
+  // all their splits' remote loads in flight (one at a time: a DSMEM round trip per load).
+  constexpr int kU = 4;
   const int64_t per = (p.hd + 4 * splits - 1) / (4 * splits) * 4;
   const int64_t d0 = cluster.block_rank() * per, n = std::min<int64_t>(p.hd - d0, per);
-  for (int64_t i = threadIdx.x; n > 0 && i < kHeads * n; i += kThreads) {
-    const int hr = static_cast<int>(i / n);
-    const int64_t d = d0 + i % n, h = h0 + hr;
-    if (h >= p.H) continue;
-    const float mx = stat[2 * hr];
-    float v = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const float* theirs_o = cluster.map_shared_rank(po, s);
-      const float* theirs_ml = cluster.map_shared_rank(pml, s);
-      v = merge_add(v, theirs_o[hr * hdp + d], theirs_ml[2 * hr], mx);
+  for (int64_t i0 = threadIdx.x; n > 0 && i0 < kHeads * n; i0 += kU * kThreads) {
+    float part[kU][kMaxSplits];
+    int hr[kU];
+    int64_t d[kU];
+    bool ok[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t i = i0 + u * kThreads;
+      hr[u] = static_cast<int>(i / (n > 0 ? n : 1));
+      d[u] = d0 + i % (n > 0 ? n : 1);
+      ok[u] = i < kHeads * n && h0 + hr[u] < p.H;
+#pragma unroll
+      for (int s = 0; s < kMaxSplits; ++s)
+        part[u][s] = ok[u] && s < splits ? theirs_o[s][hr[u] * hdp + d[u]] : 0.f;
     }
-    p.out[(m * p.H + h) * p.hd + d] = v * stat[2 * hr + 1];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (!ok[u]) continue;
+      const float mx = stat[2 * hr[u]];
+      float v = 0.f;
+#pragma unroll
+      for (int s = 0; s < kMaxSplits; ++s)
+        if (s < splits) v = merge_add(v, part[u][s], smax[hr[u] * kMaxSplits + s], mx);
+      p.out[(m * p.H + h0 + hr[u]) * p.hd + d[u]] = v * stat[2 * hr[u] + 1];
+    }
   }
   cluster.sync();  // the others' shared memory has been read: they may exit
 #endif
