@@ -26,10 +26,11 @@ constexpr VarSpec kVars[] = {
      "CUDA backend: synchronise after every op so an error names the op that raised it (slow; "
      "for debugging)."},
     {"DEEPINFER_CUDA_CLUSTER_SPLIT", VarType::kBool, "1",
-     "CUDA backend: a decode product of up to 16 rows whose K is split into 2-8 segments "
-     "runs each output tile's segments as one thread block cluster (sm_90+), the first block "
-     "summing the others' partials out of their shared memory; 0 sums them through a global "
-     "workspace and arrival counters (the same bits). For comparison and debugging."},
+     "CUDA backend: a decode product whose K is split into 2-8 segments runs each output "
+     "tile's segments as one thread block cluster where the grid's clusters are all resident "
+     "at once (sm_90+), the first block summing the others' partials out of their shared "
+     "memory; 0 sums them through a global workspace (up to 16 rows) or one after the other "
+     "in each block (more rows): the same bits. For comparison and debugging."},
     {"DEEPINFER_CUDA_GRAPHS", VarType::kBool, "1",
      "CUDA backend: run each decode forward as one CUDA graph (recorded, then replayed through a "
      "kept executable graph of the same batch size and layout), removing the gaps between its "
@@ -46,11 +47,6 @@ constexpr VarSpec kVars[] = {
      "warpgroup MMA kernels (sm_90 only); 0 keeps the experts on the mma.sync tiles (the same "
      "bits) and scores the indexer on fp32 FMAs (the same values up to fp32 rounding). For "
      "comparison and debugging."},
-    {"DEEPINFER_DENSE_DEEP_RING", VarType::kInt, "40",
-     "CUDA backend: from how many 64-wide k tiles per block a decode product that reads fp32 "
-     "x itself (DEEPINFER_DENSE_RESIDENT_A) streams its weights through a 12-stage ring "
-     "instead of the 8-stage one (long streams: wo_a, wo_b, the head); 0 never. The same "
-     "bits either way. For tuning."},
     {"DEEPINFER_DENSE_RESIDENT_A", VarType::kInt, "4096",
      "CUDA backend: a decode product of up to 16 rows reads fp32 x itself (each block keeps "
      "its rows of x over its K segment as bf16 in shared memory: no cast kernel) while those "

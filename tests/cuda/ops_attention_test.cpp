@@ -126,61 +126,6 @@ TEST_F(Attn, AttentionMatchesCpu) {
   }
 }
 
-// Decode rows whose keys split 2-8 ways merge the splits inside thread block clusters on sm_90
-// (no merge kernel): bitwise the merge kernel's results, and the CPU's within tolerance.
-TEST_F(Attn, ClusterMergesGiveTheMergeKernelsBits) {
-  SEED_TRACE();
-  const std::vector<AttnCase> cases = {
-      {1, 64, 512, 127, 128, 2000, 512, Comp::kIdx},  // 5 splits
-      {2, 64, 512, 127, 128, 700, 512, Comp::kIdx},   // 5, two rows
-      {1, 64, 512, 127, 128, 33, 0, Comp::kVisible},  // 2
-      {3, 20, 200, 60, 64, 90, 0, Comp::kVisible},    // a partial head group, hd 200
-  };
-  const std::vector<cuda::DeviceInfo> devs = cuda::list_devices();
-  ASSERT_FALSE(devs.empty());
-  const bool sm90 = cuda::cluster_launch_supported();
-  for (const AttnCase& c : cases) {
-    Rng rng;
-    const Tensor q = rand_host(rng, {c.M, c.H, c.hd}), win = rand_host(rng, {c.P + c.M, c.hd});
-    const Tensor sinks = rand_host(rng, {c.H}, -2.f, 2.f);
-    const Tensor comp = rand_host(rng, {c.E, c.hd});
-    Tensor idx, vis;
-    if (c.comp == Comp::kIdx) {
-      std::vector<int32_t> v(c.M * c.K);
-      for (auto& e : v) e = static_cast<int32_t>(rng.integer(0, c.E - 1));
-      idx = i32_host(v, {c.M, c.K});
-    } else {
-      vis = i32_host(std::vector<int32_t>(c.M, static_cast<int32_t>(c.E)), {c.M});
-    }
-    const int64_t max_keys =
-        std::min(c.window, c.P + c.M) + (c.comp == Comp::kIdx ? std::min(c.K, c.E) : c.E);
-    const int splits = cuda::attention_splits(c.M, c.H, max_keys, devs[0].multiprocessors);
-    const int64_t blocks = c.M * ((c.H + 15) / 16) * splits;
-    ASSERT_GE(splits, 2) << "M " << c.M << " hd " << c.hd;
-    ASSERT_LE(splits, 8) << "M " << c.M << " hd " << c.hd;
-    const float scale = 1.f / std::sqrt(static_cast<float>(c.hd));
-    Tensor ref = host({c.M, c.H, c.hd});
-    cpu->attention(q, win, c.window, comp, idx.view(), vis.view(), sinks, scale, ref);
-    const Tensor dq = to_dev(*gpu, q), dwin = to_dev(*gpu, win), dcomp = to_dev(*gpu, comp);
-    const Tensor dsinks = to_dev(*gpu, sinks);
-    Tensor didx = idx.defined() ? to_dev(*gpu, idx) : Tensor();
-    Tensor dvis = vis.defined() ? to_dev(*gpu, vis) : Tensor();
-    std::vector<float> got[2];
-    for (int cl = 0; cl < 2; ++cl) {
-      cuda::set_cluster_reductions(cl == 1);
-      EXPECT_EQ(cuda::attention_merges_in_clusters(c.hd, splits, blocks), cl == 1 && sm90)
-          << "M " << c.M << " hd " << c.hd << " splits " << splits;
-      Tensor out = dev_poisoned(*gpu, {c.M, c.H, c.hd});
-      gpu->attention(dq, dwin, c.window, dcomp, didx.view(), dvis.view(), dsinks, scale, out);
-      const Tensor h = to_host(*gpu, out);
-      EXPECT_LE(rel_err(h, ref), kTolAttention) << "M " << c.M << " hd " << c.hd << " cl " << cl;
-      got[cl] = floats(h);
-    }
-    EXPECT_TRUE(got[0] == got[1]) << "M " << c.M << " hd " << c.hd << " splits " << splits;
-  }
-  cuda::set_cluster_reductions(true);
-}
-
 // Prefill-sized calls (1100 queries of 64 heads) run blocks of two 16-head groups: their rows are
 // bitwise what a 200-row call gives them (one group per block; both many enough not to split
 // keys) and what a one-row call gives (a decode-sized grid), whether their keys were split to

@@ -267,44 +267,6 @@ TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
   cuda::set_cluster_reductions(true);
 }
 
-// Products reading fp32 x with long k streams per block take the 12-stage ring: bitwise the
-// 8-stage one's results (split in a cluster or not, accumulating, grouped).
-TEST_F(Ops, MatmulDeepRingGivesTheSameBits) {
-  SEED_TRACE();
-  Rng rng;
-  struct Shape {
-    int64_t M, N, K, batch;
-  };
-  for (const Shape& sh : std::vector<Shape>{{1, 4096, 8192, 1},      // 3 segments of 43 tiles
-                                            {1, 1024, 4096, 8},      // unsplit, 64 tiles per group
-                                            {2, 4352, 4096, 1},      // 2 segments of 32
-                                            {1, 12800, 4096, 1}}) {  // unsplit, two load batches
-    const int64_t M = sh.M, N = sh.N, K = sh.K, G = sh.batch;
-    Tensor w = gpu->empty({G * N, K}, DType::kBF16);
-    gpu->fill_random(w, 6, -0.05f, 0.05f);
-    const Tensor x = to_dev(*gpu, rand_host(rng, {M, G * K})), init = rand_host(rng, {M, G * N});
-    ASSERT_TRUE(cuda::dense_gemm_f32_supported(M, N, K, G, G * K, K, x.view().data_as<float>(),
-                                               w.view().data()))
-        << N << "x" << K;
-    for (bool acc : {false, true}) {
-      if (acc && G > 1) continue;  // grouped products do not accumulate
-      std::vector<float> got[2];
-      for (int deep = 0; deep < 2; ++deep) {
-        cuda::set_dense_deep_ring(deep ? 32 : 0);
-        Tensor out = acc ? to_dev(*gpu, init) : dev_poisoned(*gpu, {M, G * N});
-        if (G == 1)
-          gpu->matmul(x, w, out, acc);
-        else
-          gpu->grouped_matmul(x.view().reshape({M, G, K}), w, out.view().reshape({M, G, N}));
-        got[deep] = floats(to_host(*gpu, out));
-      }
-      EXPECT_TRUE(got[0] == got[1])
-          << M << "x" << N << "x" << K << " batch " << G << " acc " << acc;
-    }
-  }
-  cuda::set_dense_deep_ring(cuda::kDenseDeepRingTiles);
-}
-
 TEST_F(Ops, GroupedMatmulMatchesCpu) {
   SEED_TRACE();
   for (auto [M, G, K, N] : std::vector<std::array<int64_t, 4>>{

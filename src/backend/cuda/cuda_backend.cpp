@@ -170,7 +170,6 @@ CudaBackend::CudaBackend(int device)
   set_programmatic_launch(env::get_bool("DEEPINFER_CUDA_PDL"));
   set_cluster_reductions(env::get_bool("DEEPINFER_CUDA_CLUSTER_SPLIT"));
   set_dense_resident_a(env::get_int("DEEPINFER_DENSE_RESIDENT_A"));
-  set_dense_deep_ring(env::get_int("DEEPINFER_DENSE_DEEP_RING"));
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
         "CUDA backend: compute capability");

@@ -9,7 +9,7 @@
 // Weight tiles stream in with cp.async through a multi-stage ring, overlapped with the
 // tensor-core work. Tile shapes: Wide (64 rows x 128 columns, 2 stages) for prefill-sized work;
 // Narrow (16 x 64, 4 stages) for decode, where an expert has a few rows and the weight bytes in
-// flight set the speed; Thin (16 x 16, one warp, 8 stages; ThinDeep 12) for dense products of
+// flight set the speed; Thin (16 x 16, one warp, 8 stages) for dense products of
 // <= 16 rows. Every output accumulates its 16-wide k chunks in increasing order in one register
 // (dense products split over K: one register chain per segment, segments added in order), so
 // every shape gives the same bits for a row. Device code and launch helpers only: each .cu that
@@ -58,12 +58,6 @@ using Narrow = TileShape<16, 64, 1, 4, 4>;
 // Dense products of one to 16 rows (decode): one warp per 16 columns, 8 stages deep, so that a
 // 4096-wide output still spreads over 256 blocks with ~14 KB of weights in flight each.
 using Thin = TileShape<16, 16, 1, 1, 8>;
-// The same tile with a 12-stage ring, for blocks whose k tiles are many (set_dense_deep_ring):
-// their stream is long enough that the bytes in flight per warp, not the ring's fill, set its
-// pace; 6 blocks per SM still fit with a resident A of 4096 values.
-using ThinDeep = TileShape<16, 16, 1, 1, 12>;
-template <typename T>
-inline constexpr bool is_thin = T::BM == 16 && T::BN == 16 && T::kThreads == 32;
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return static_cast<uint32_t>(f32_to_bf16_bits(lo)) |
@@ -548,7 +542,8 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     } else {
       // The workspace serves one-warp tiles only (wider ones split over blocks in clusters or
       // not at all): kept out of their code, its registers cost the 64-row tile half its blocks.
-      if constexpr (is_thin<T>) dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
+      if constexpr (std::is_same_v<T, Thin>)
+        dense_split_epilogue<T>(g, acc, r0, rows, n0, col_tiles, slot, ct);
       return;
     }
   }

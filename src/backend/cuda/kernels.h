@@ -132,10 +132,6 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
 // row's blocks then ceil(H / (16 groups_per_block)) * splits; a head's result is the same either
 // way.
 int attention_groups_per_block(int64_t M, int64_t H, int num_sms);
-// Whether a decode attention call of `blocks` blocks (one 16-head group each), every row split
-// over `splits` key ranges, merges the splits inside thread block clusters (no merge kernel; the
-// same bits): for tests and benchmarks.
-bool attention_merges_in_clusters(int64_t hd, int64_t splits, int64_t blocks);
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
                              int groups_per_block, int64_t blocks, bool rows_uniform,
                              bool any_split, int64_t window, const int32_t* list,
@@ -270,8 +266,8 @@ int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch);
 // changes the bits of split products, so not while a model serves.
 inline constexpr int64_t kDenseSplitTargetBlocks = 792;
 void set_dense_split_target(int64_t blocks);
-// false: split work (decode products' K segments, decode attention's key splits) sums through
-// global workspaces even where a thread block cluster could (the same bits;
+// false: split decode products sum their K segments through the workspace (up to 16 rows) or in
+// turn (more) even where a thread block cluster could (the same bits;
 // DEEPINFER_CUDA_CLUSTER_SPLIT, for comparison).
 void set_cluster_reductions(bool on);
 // Whether a split product of M rows sums in clusters (its clusters all resident at once), from
@@ -303,10 +299,6 @@ void set_dense_gemm_f32(bool on);
 // (at most 8192; 0: every product goes through the cast). Same bits either way.
 inline constexpr int64_t kDenseResidentAElems = 4096;
 void set_dense_resident_a(int64_t elems);
-// From how many k tiles (64 wide) per block a product reading fp32 x (dense_gemm_f32_supported)
-// streams its weights through a 12-stage ring instead of 8 (0: never). Same bits either way.
-inline constexpr int64_t kDenseDeepRingTiles = 40;
-void set_dense_deep_ring(int64_t min_tiles);
 // out[m] += sum_j weights[m, j] * y[where[m, j]] in slot order (where < 0: skipped); M rows of D.
 cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float* weights,
                                int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream);

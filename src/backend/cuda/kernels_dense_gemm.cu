@@ -53,14 +53,6 @@ bool splits_over_blocks(int64_t M) {
   return M <= Thin::BM;
 }
 
-int64_t deep_ring_tiles = kDenseDeepRingTiles;
-
-// Whether a resident-A block streams its k tiles (its segment's) through ThinDeep. Not with
-// bf16 x: its A stages would double the ring's shared memory (4 blocks per SM).
-bool deep_ring(int64_t seg_tiles) {
-  return deep_ring_tiles > 0 && seg_tiles >= deep_ring_tiles;
-}
-
 // The tile shape for M rows (the same arithmetic in each).
 template <Mode kMode>
 cudaError_t launch_dense_tiles(const GroupedArgs& a, int64_t M, int64_t batch,
@@ -78,10 +70,6 @@ cudaError_t launch_dense_tiles(const GroupedArgs& a, int64_t M, int64_t batch,
 }
 
 }  // namespace
-
-void set_dense_deep_ring(int64_t min_tiles) {
-  deep_ring_tiles = min_tiles;
-}
 
 namespace {
 template <typename T>
@@ -104,9 +92,7 @@ bool dense_split_in_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, bool
                    : dense_tiles_in_cluster<Wide>(a, (M + 63) / 64, batch);
   }
   const int64_t clusters = batch * ((N + Thin::BN - 1) / Thin::BN);
-  return fp32_x && deep_ring(split.seg_tiles)
-             ? split_in_cluster<ThinDeep>(M, split, clusters, fp32_x)
-             : split_in_cluster<Thin>(M, split, clusters, fp32_x);
+  return split_in_cluster<Thin>(M, split, clusters, fp32_x);
 }
 
 int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
@@ -213,9 +199,6 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
   if (!partials_given(M, N, K, batch, partials, counters)) return cudaErrorInvalidValue;
   const GroupedArgs a = dense_args(nullptr, x, ldx, sx, w, ldw, sw, out, ldo, so, M, N, K, batch,
                                    accumulate, partials, counters);
-  if (deep_ring(a.seg_tiles))
-    return a.splits > 1 ? launch_resident_a<kDenseSplitGemm, ThinDeep>(a, M, batch, stream)
-                        : launch_resident_a<kDenseGemm, ThinDeep>(a, M, batch, stream);
   return a.splits > 1 ? launch_resident_a<kDenseSplitGemm, Thin>(a, M, batch, stream)
                       : launch_resident_a<kDenseGemm, Thin>(a, M, batch, stream);
 }

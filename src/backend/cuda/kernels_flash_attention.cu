@@ -19,8 +19,6 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
-#include <cooperative_groups.h>
-
 #include <algorithm>
 
 namespace deepinfer::cuda {
@@ -93,29 +91,7 @@ struct AttnParams {
   float* part_o;   // [slot][hd]; slot = part_off * H + h * splits + split
   float* part_ml;  // [slot][2]: running max, running sum
   int32_t* err;
-  // > 1: every row's key splits are this many, and the splits of a (row, head group) form one
-  // thread block cluster (split = rank) that merges them itself (no part_o / part_ml).
-  int merge_cluster = 0;
 };
-
-// A head's merge of its splits' partials with its sink, shared by flash_attention_merge_kernel
-// and the cluster merge so that both give the same bits. ml: the splits' (running max, running
-// sum) pairs in split order.
-struct MergeStats {
-  float mx, inv;
-};
-__device__ __forceinline__ MergeStats merge_stats(float sink, int splits, const float* ml) {
-  float mx = sink;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml[2 * s]);
-  float den = expf(sink - mx);
-  for (int s = 0; s < splits; ++s)
-    if (ml[2 * s] != neg_inf()) den += ml[2 * s + 1] * expf(ml[2 * s] - mx);
-  return {mx, 1.f / den};
-}
-// One split's term of an output value (skipped where the split saw no key: ml == -inf).
-__device__ __forceinline__ float merge_add(float o, float part, float split_max, float mx) {
-  return split_max != neg_inf() ? o + part * expf(split_max - mx) : o;
-}
 
 // The row whose blocks include block b (rows' first_block ascend).
 __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
@@ -128,93 +104,6 @@ __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
       hi = mid - 1;
   }
   return lo;
-}
-
-// The end of a decode row's block whose key splits form a cluster (p.merge_cluster): each split
-// leaves its unnormalised O and (max, sum) per head in its shared memory, and every block of the
-// cluster merges a slice of the head dims from all of them, with merge_stats / merge_add (the
-// merge kernel's bits). Saves the merge kernel and the partials' round trip through L2.
-template <int NT>
-__device__ void cluster_merge(const AttnParams& p, int64_t m, int64_t h0, int splits,
-                              const float (&o)[NT][4], const float (&run_max)[2],
-                              const float (&run_sum)[2], unsigned char* smem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  constexpr int hdp = 32 * NT, wdims = 8 * NT, kThreads = kWarps * 32, kMaxSplits = 8;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wq = warp % kWarps;
-  const int gr = lane >> 2, tq = lane & 3;
-  float* po = reinterpret_cast<float*>(smem);  // [kHeads][hdp]: this split's O
-  float* pml = po + kHeads * hdp;              // [kHeads][2]: its running max, running sum
-  float* stat = pml + 2 * kHeads;              // [kHeads][2]: the merge's max, 1 / denominator
-  __syncthreads();                             // the query and key buffers are no longer read
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int hr = gr + 8 * r;
-#pragma unroll
-    for (int t = 0; t < NT; ++t)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) po[hr * hdp + wq * wdims + t * 8 + tq * 2 + i] = o[t][2 * r + i];
-    if (wq == 0 && tq == 0) {
-      pml[2 * hr] = run_max[r];
-      pml[2 * hr + 1] = run_sum[r];
-    }
-  }
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();                   // every split's partial is written and visible in the cluster
-  float* smax = stat + 2 * kHeads;  // [kHeads][kMaxSplits]: the splits' running maxes
-  if (threadIdx.x < kHeads && h0 + threadIdx.x < p.H) {
-    const int hr = threadIdx.x;
-    float ml[2 * kMaxSplits];
-#pragma unroll
-    for (int s = 0; s < kMaxSplits; ++s)
-      if (s < splits) {
-        const float* theirs = cluster.map_shared_rank(pml, s);
-        ml[2 * s] = theirs[2 * hr];
-        ml[2 * s + 1] = theirs[2 * hr + 1];
-        smax[hr * kMaxSplits + s] = ml[2 * s];
-      }
-    const MergeStats st = merge_stats(p.sinks[h0 + hr], splits, ml);
-    stat[2 * hr] = st.mx;
-    stat[2 * hr + 1] = st.inv;
-  }
-  __syncthreads();
-  const float* theirs_o[kMaxSplits];
-#pragma unroll
-  for (int s = 0; s < kMaxSplits; ++s)
-    theirs_o[s] = s < splits ? cluster.map_shared_rank(po, s) : po;
-  // This block's slice of the head dims, in 4-dim steps; kU outputs per thread at a time with
-  // all their splits' remote loads in flight (one at a time: a DSMEM round trip per load).
-  constexpr int kU = 4;
-  const int64_t per = (p.hd + 4 * splits - 1) / (4 * splits) * 4;
-  const int64_t d0 = cluster.block_rank() * per, n = std::min<int64_t>(p.hd - d0, per);
-  for (int64_t i0 = threadIdx.x; n > 0 && i0 < kHeads * n; i0 += kU * kThreads) {
-    float part[kU][kMaxSplits];
-    int hr[kU];
-    int64_t d[kU];
-    bool ok[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t i = i0 + u * kThreads;
-      hr[u] = static_cast<int>(i / (n > 0 ? n : 1));
-      d[u] = d0 + i % (n > 0 ? n : 1);
-      ok[u] = i < kHeads * n && h0 + hr[u] < p.H;
-#pragma unroll
-      for (int s = 0; s < kMaxSplits; ++s)
-        part[u][s] = ok[u] && s < splits ? theirs_o[s][hr[u] * hdp + d[u]] : 0.f;
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      if (!ok[u]) continue;
-      const float mx = stat[2 * hr[u]];
-      float v = 0.f;
-#pragma unroll
-      for (int s = 0; s < kMaxSplits; ++s)
-        if (s < splits) v = merge_add(v, part[u][s], smax[hr[u] * kMaxSplits + s], mx);
-      p.out[(m * p.H + h0 + hr[u]) * p.hd + d[u]] = v * stat[2 * hr[u] + 1];
-    }
-  }
-  cluster.sync();  // the others' shared memory has been read: they may exit
-#endif
 }
 
 // Grid: per row, (block of G head groups g) x (split s) blocks; keys [j0, j1) of the query's key
@@ -512,12 +401,6 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
     }
   }
 
-  if constexpr (G == 1) {
-    if (p.merge_cluster > 1) {
-      cluster_merge<NT>(p, m, h0, splits, o, run_max, run_sum, smem);
-      return;
-    }
-  }
   // Rows gr, gr + 8 = heads h0 + gr, h0 + gr + 8; columns 2 tq, 2 tq + 1 of each dim tile.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -558,18 +441,22 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
   if (splits <= 1) return;
   const int64_t slot0 = rows[m].part_off * H + h * splits;
   const float* ml = part_ml + slot0 * 2;
-  const MergeStats st = merge_stats(sinks[h], splits, ml);
+  float mx = sinks[h];
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml[2 * s]);
+  float den = expf(sinks[h] - mx);
+  for (int s = 0; s < splits; ++s)
+    if (ml[2 * s] != neg_inf()) den += ml[2 * s + 1] * expf(ml[2 * s] - mx);
+  const float inv = 1.f / den;
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float o = 0.f;
     for (int s = 0; s < splits; ++s)
-      o = merge_add(o, part_o[(slot0 + s) * hd + d], ml[2 * s], st.mx);
-    out[mh * hd + d] = o * st.inv;
+      if (ml[2 * s] != neg_inf()) o += part_o[(slot0 + s) * hd + d] * expf(ml[2 * s] - mx);
+    out[mh * hd + d] = o * inv;
   }
 }
 
-// The dynamic shared memory of flash_attention_kernel<NT, G>, made its limit once.
 template <int NT, int G>
-size_t attention_smem(cudaError_t& attr_error) {
+cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
   constexpr int ld = 32 * NT + kPad;
   // G == 2: `raw`, the next chunk's fp32 keys or its halves (a second key buffer).
   constexpr size_t raw_bytes =
@@ -580,39 +467,15 @@ size_t attention_smem(cudaError_t& attr_error) {
   static const cudaError_t attr =
       cudaFuncSetAttribute(flash_attention_kernel<NT, G>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  attr_error = attr;
-  return bytes;
-}
-
-// Whether `blocks` blocks of flash_attention_kernel<NT, G> run in clusters of `splits` that merge
-// their key splits themselves (decode rows: one head group per block, all clusters resident).
-template <int NT, int G>
-bool merges_in_clusters(int64_t splits, int64_t blocks) {
-  cudaError_t attr = cudaSuccess;
-  const size_t bytes = attention_smem<NT, G>(attr);
-  return G == 1 && attr == cudaSuccess && splits > 1 && splits <= 8 && blocks % splits == 0 &&
-         clusters_resident(reinterpret_cast<const void*>(flash_attention_kernel<NT, G>),
-                           kWarps * 32 * G, bytes, static_cast<int>(splits), blocks / splits);
-}
-
-// merged (in): the splits a cluster would merge (0: none); (out): whether the clusters run.
-template <int NT, int G>
-cudaError_t launch_nt_g(AttnParams p, unsigned blocks, int& merged, cudaStream_t stream) {
-  cudaError_t attr = cudaSuccess;
-  const size_t bytes = attention_smem<NT, G>(attr);
   if (attr != cudaSuccess) return attr;
-  const int S = merged;
-  merged = merges_in_clusters<NT, G>(S, blocks);
-  p.merge_cluster = merged ? S : 0;
-  return launch_kernel_clustered(flash_attention_kernel<NT, G>, blocks, kWarps * 32 * G, bytes,
-                                 stream, dim3(merged ? S : 1), p);
+  return launch_kernel(flash_attention_kernel<NT, G>, blocks, kWarps * 32 * G, bytes, stream, p);
 }
 
 template <int NT>
-cudaError_t launch_nt(const AttnParams& p, int groups_per_block, unsigned blocks, int& merged,
+cudaError_t launch_nt(const AttnParams& p, int groups_per_block, unsigned blocks,
                       cudaStream_t stream) {
-  return groups_per_block == 2 ? launch_nt_g<NT, 2>(p, blocks, merged, stream)
-                               : launch_nt_g<NT, 1>(p, blocks, merged, stream);
+  return groups_per_block == 2 ? launch_nt_g<NT, 2>(p, blocks, stream)
+                               : launch_nt_g<NT, 1>(p, blocks, stream);
 }
 
 }  // namespace
@@ -639,13 +502,6 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
   return static_cast<int>(splits < 1 ? 1 : splits);
 }
 
-bool attention_merges_in_clusters(int64_t hd, int64_t splits, int64_t blocks) {
-  if (hd <= 64) return merges_in_clusters<2, 1>(splits, blocks);
-  if (hd <= 128) return merges_in_clusters<4, 1>(splits, blocks);
-  if (hd <= 256) return merges_in_clusters<8, 1>(splits, blocks);
-  return merges_in_clusters<16, 1>(splits, blocks);
-}
-
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
                              int groups_per_block, int64_t blocks, bool rows_uniform,
                              bool any_split, int64_t window, const int32_t* list,
@@ -667,23 +523,16 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                      out,    workspace, any_split ? workspace + partial_slots * hd : nullptr,
                      err};
   const unsigned nblocks = static_cast<unsigned>(blocks);
-  // Splits that merge in clusters: rows alike (blocks_per_row), each a whole number of 2-8 split
-  // blocks per head group.
-  const int64_t splits = blocks_per_row > 0 ? blocks_per_row / groups : 0;
-  int merged = any_split && groups_per_block == 1 && splits * groups == blocks_per_row &&
-                       splits >= 2 && splits <= 8
-                   ? static_cast<int>(splits)
-                   : 0;
   cudaError_t e;
   if (hd <= 64)
-    e = launch_nt<2>(p, groups_per_block, nblocks, merged, stream);
+    e = launch_nt<2>(p, groups_per_block, nblocks, stream);
   else if (hd <= 128)
-    e = launch_nt<4>(p, groups_per_block, nblocks, merged, stream);
+    e = launch_nt<4>(p, groups_per_block, nblocks, stream);
   else if (hd <= 256)
-    e = launch_nt<8>(p, groups_per_block, nblocks, merged, stream);
+    e = launch_nt<8>(p, groups_per_block, nblocks, stream);
   else
-    e = launch_nt<16>(p, groups_per_block, nblocks, merged, stream);
-  if (e != cudaSuccess || !any_split || merged) return e;
+    e = launch_nt<16>(p, groups_per_block, nblocks, stream);
+  if (e != cudaSuccess || !any_split) return e;
   return launch_kernel(flash_attention_merge_kernel, static_cast<unsigned>(M * H), 128, 0, stream,
                        rows, p.part_o, p.part_ml, hd, sinks, H, out);
 }
