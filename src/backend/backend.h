@@ -97,6 +97,15 @@ class Backend {
   // head, R = inv_freq.dim(0), angle = positions[m] * inv_freq[i]. inverse: rotate by -angle.
   virtual void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
                     bool inverse) = 0;
+  // rms_norm of x's rows (weight [hd] or none) into out, then rope(out, positions, inv_freq,
+  // false): x, out [M, H, hd]. One op so that a backend can do both in one pass over the rows;
+  // the same values as the two in turn, which is what this default runs.
+  virtual void rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
+                             const TensorView& positions, const TensorView& inv_freq,
+                             const TensorView& out) {
+    rms_norm(x, weight, eps, out);
+    rope(out, positions, inv_freq, false);
+  }
 
   // ---- manifold-constrained hyper-connections (mHC) ------------------------------------------
   // X [M, hc, D]. f = rmsnorm_unweighted(flatten(X), norm_eps) @ fn^T ([(2+hc)*hc] per row);

@@ -26,10 +26,11 @@ constexpr VarSpec kVars[] = {
      "CUDA backend: synchronise after every op so an error names the op that raised it (slow; "
      "for debugging)."},
     {"DEEPINFER_CUDA_CLUSTER_SPLIT", VarType::kBool, "1",
-     "CUDA backend: a decode product of up to 16 rows whose K is split into 2-8 segments "
-     "runs each output tile's segments as one thread block cluster (sm_90+), the first block "
-     "summing the others' partials out of their shared memory; 0 sums them through a global "
-     "workspace and arrival counters (the same bits). For comparison and debugging."},
+     "CUDA backend: a decode product whose K is split into 2-8 segments runs each output "
+     "tile's segments as one thread block cluster where the grid's clusters are all resident "
+     "at once (sm_90+), the first block summing the others' partials out of their shared "
+     "memory; 0 sums them through a global workspace (up to 16 rows) or one after the other "
+     "in each block (more rows): the same bits. For comparison and debugging."},
     {"DEEPINFER_CUDA_GRAPHS", VarType::kBool, "1",
      "CUDA backend: run each decode forward as one CUDA graph (recorded, then replayed through a "
      "kept executable graph of the same batch size and layout), removing the gaps between its "

@@ -214,9 +214,9 @@ TEST_F(Ops, MatmulFromFp32MatchesTheCastPath) {
   EXPECT_TRUE(got[0] == got[1]) << "grouped";
 }
 
-// Split products of a few rows sum their segments inside a thread block cluster on sm_90 (no
-// workspace) where they have 2-8 segments and the clusters are resident at once: bitwise the
-// workspace path's sums, from bf16 and fp32 x, accumulating or not, grouped.
+// Split products sum their segments inside a thread block cluster on sm_90 where they have 2-8
+// segments and the clusters are resident at once: bitwise the workspace path's sums (up to 16
+// rows) and the in-turn sums of wider tiles, from bf16 and fp32 x, accumulating or not, grouped.
 TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
   SEED_TRACE();
   Rng rng;
@@ -225,12 +225,15 @@ TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
     int cluster;  // on sm_90: 1 sums in clusters, 0 in the workspace, -1 the occupancy decides
   };
   const bool sm90 = cuda::cluster_launch_supported();
-  for (const Shape& sh : std::vector<Shape>{{1, 2560, 4096, 1, 1},    // 4 segments, fp32 x read
-                                            {1, 4096, 8192, 1, -1},   // 3, a wave through the cast
-                                            {2, 1000, 4096, 1, 1},    // 8
-                                            {16, 256, 4000, 1, 1},    // 7, 16 rows, a k tail
-                                            {1, 300, 8192, 1, 0},     // 16: the workspace
-                                            {1, 128, 2048, 8, 1}}) {  // grouped, 4 per group
+  for (const Shape& sh : std::vector<Shape>{{1, 2560, 4096, 1, 1},   // 4 segments, fp32 x read
+                                            {1, 4096, 8192, 1, -1},  // 3, a wave through the cast
+                                            {2, 1000, 4096, 1, 1},   // 8
+                                            {16, 256, 4000, 1, 1},   // 7, 16 rows, a k tail
+                                            {1, 300, 8192, 1, 0},    // 16: the workspace
+                                            {1, 128, 2048, 8, 1},    // grouped, 4 per group
+                                            {20, 128, 4096, 1, 1},   // 16-row tiles, 8
+                                            {100, 256, 2048, 1, 1},  // 64-row tiles, 4
+                                            {128, 4096, 4096, 1, -1}}) {  // 64-row, a wave
     const int64_t M = sh.M, N = sh.N, K = sh.K, G = sh.batch;
     const int splits = cuda::dense_gemm_split(N, K, G).splits;
     ASSERT_GT(splits, 1) << N << "x" << K;
@@ -243,7 +246,7 @@ TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
       if (acc && G > 1) continue;  // grouped products do not accumulate
       std::vector<float> got[2];
       for (int cl = 0; cl < 2; ++cl) {
-        cuda::set_dense_split_clusters(cl == 1);
+        cuda::set_cluster_reductions(cl == 1);
         const bool in_cluster = cuda::dense_split_in_cluster(M, N, K, G, fp32_x);
         if (cl == 0 || !sm90) {
           EXPECT_FALSE(in_cluster);
@@ -261,7 +264,7 @@ TEST_F(Ops, MatmulSplitSumsAgreeInClustersAndTheWorkspace) {
           << M << "x" << N << "x" << K << " batch " << G << " acc " << acc << " splits " << splits;
     }
   }
-  cuda::set_dense_split_clusters(true);
+  cuda::set_cluster_reductions(true);
 }
 
 TEST_F(Ops, GroupedMatmulMatchesCpu) {
@@ -372,6 +375,53 @@ TEST_F(Ops, RopeAndInverseMatchCpu) {
       cpu->rope(x, i32_host(pos, {M}), freq, inverse);
       EXPECT_LE(rel_err(to_host(*gpu, dx), x), kTolF32) << M << " " << H << " " << hd;
     }
+  }
+}
+
+// rms_norm_rope in one pass (rms_norm_rope_fused shapes): bitwise rms_norm then rope on the GPU,
+// weighted or not, in place or not; other shapes run the two (a tail pair straddling a float4,
+// a head wider than 4096); and the CPU's values within tolerance.
+TEST_F(Ops, RmsNormRopeIsNormThenRope) {
+  SEED_TRACE();
+  struct Case {
+    int64_t M, H, hd, R;
+    bool weighted, fused;
+  };
+  for (const Case& c : std::vector<Case>{{1, 64, 512, 32, false, true},  // V4 queries
+                                         {3, 1, 512, 32, true, true},    // V4 keys
+                                         {5, 4, 128, 16, true, true},
+                                         {2, 3, 36, 9, true, false},  // 36 - 18: pairs split
+                                         {2, 1, 8192, 32, false, false}}) {
+    Rng rng;
+    const Tensor x = rand_host(rng, {c.M, c.H, c.hd}, -3.f, 3.f);
+    const Tensor w = rand_host(rng, {c.hd}, 0.5f, 1.5f);
+    std::vector<int32_t> pos(c.M);
+    for (auto& p : pos) p = static_cast<int32_t>(rng.integer(0, 70000));
+    Tensor freq = host({c.R});
+    for (int64_t i = 0; i < c.R; ++i)
+      freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * c.R));
+    const Tensor dx = to_dev(*gpu, x), dpos = to_dev(*gpu, i32_host(pos, {c.M}));
+    const Tensor dfreq = to_dev(*gpu, freq), dw = to_dev(*gpu, w);
+    const TensorView wv = c.weighted ? dw.view() : TensorView();
+    Tensor want = dev_poisoned(*gpu, {c.M, c.H, c.hd});
+    gpu->rms_norm(dx, wv, 1e-6f, want);
+    gpu->rope(want, dpos, dfreq, false);
+    EXPECT_EQ(cuda::rms_norm_rope_fused(dx.view().data_as<float>(),
+                                        c.weighted ? dw.view().data_as<float>() : nullptr, c.hd,
+                                        c.R, want.view().data_as<float>()),
+              c.fused)
+        << c.hd << " " << c.R;
+    Tensor got = dev_poisoned(*gpu, {c.M, c.H, c.hd});
+    gpu->rms_norm_rope(dx, wv, 1e-6f, dpos, dfreq, got);
+    const std::vector<float> a = floats(to_host(*gpu, want)), b = floats(to_host(*gpu, got));
+    EXPECT_TRUE(a == b) << c.M << " " << c.H << " " << c.hd << " " << c.R;
+    Tensor inplace = to_dev(*gpu, x);
+    gpu->rms_norm_rope(inplace, wv, 1e-6f, dpos, dfreq, inplace);
+    EXPECT_TRUE(floats(to_host(*gpu, inplace)) == a) << "in place, " << c.hd;
+    Tensor ref = host({c.M, c.H, c.hd});
+    cpu->rms_norm_rope(x, c.weighted ? w.view() : TensorView(), 1e-6f, i32_host(pos, {c.M}), freq,
+                       ref);
+    EXPECT_LE(rel_err(to_host(*gpu, got), ref), kTolF32) << c.hd;
   }
 }
 

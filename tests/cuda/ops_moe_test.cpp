@@ -127,15 +127,15 @@ Tensor zeros_host(std::vector<int64_t> shape) {
 
 // A token's expert output does not depend on the other tokens of the batch (bitwise): what the
 // engine's determinism per seq_seed rests on. The batch of 40 (80 rows over 8 experts) runs the
-// prefill tiles (wgmma's, then the mma.sync ones) and each single row the narrow decode tiles:
-// all must give the same bits.
+// prefill tiles (wgmma's, then the mma.sync ones), the batch of 12 the narrow decode tiles with
+// a few rows each, and each single row the narrow tiles alone: all must give the same bits.
 TEST_F(Moe, MoeExpertsRowsAreBatchInvariant) {
   SEED_TRACE();
   for (bool wgmma : wgmma_settings(*gpu)) {
     SCOPED_TRACE(wgmma ? "wgmma" : "mma.sync");
     set_cuda_wgmma(*gpu, wgmma);
     Rng rng;
-    const int64_t M = 40, D = 128, I = 64, E = 8, k = 2;
+    const int64_t M = 40, D = 136, I = 64, E = 8, k = 2;  // D: two 64-wide k tiles and a tail
     const Tensor x = rand_host(rng, {M, D});
     Tensor dw1 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
     Tensor dw3 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
@@ -143,21 +143,26 @@ TEST_F(Moe, MoeExpertsRowsAreBatchInvariant) {
     std::vector<int32_t> id(M * k);
     for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
     const Tensor wts = rand_host(rng, {M, k}, 0.f, 1.f);
-    Tensor all = to_dev(*gpu, zeros_host({M, D}));
-    gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, i32_host(id, {M, k})), to_dev(*gpu, wts),
-                     {dw1, dw3, dw2}, 3.f, all);
-    const Tensor all_h = to_host(*gpu, all);
+    // Rows [0, n) as one batch.
+    auto run = [&](int64_t m0, int64_t n) {
+      Tensor xm = host({n, D}), wm = host({n, k});
+      std::copy_n(x.data_as<float>() + m0 * D, n * D, xm.data_as<float>());
+      std::copy_n(wts.data_as<float>() + m0 * k, n * k, wm.data_as<float>());
+      const std::vector<int32_t> im(id.begin() + m0 * k, id.begin() + (m0 + n) * k);
+      Tensor out = to_dev(*gpu, zeros_host({n, D}));
+      gpu->moe_experts(to_dev(*gpu, xm), to_dev(*gpu, i32_host(im, {n, k})), to_dev(*gpu, wm),
+                       {dw1, dw3, dw2}, 3.f, out);
+      return floats(to_host(*gpu, out));
+    };
+    const std::vector<float> all = run(0, M), some = run(0, 12);
     for (int64_t m = 0; m < M; m += 7) {
-      Tensor xm = host({1, D}), wm = host({1, k});
-      std::copy_n(x.data_as<float>() + m * D, D, xm.data_as<float>());
-      std::copy_n(wts.data_as<float>() + m * k, k, wm.data_as<float>());
-      const std::vector<int32_t> im(id.begin() + m * k, id.begin() + m * k + k);
-      Tensor one = to_dev(*gpu, zeros_host({1, D}));
-      gpu->moe_experts(to_dev(*gpu, xm), to_dev(*gpu, i32_host(im, {1, k})), to_dev(*gpu, wm),
-                       {dw1, dw3, dw2}, 3.f, one);
-      const Tensor one_h = to_host(*gpu, one);
-      for (int64_t d = 0; d < D; ++d)
-        ASSERT_EQ(one_h.data_as<float>()[d], all_h.data_as<float>()[m * D + d]) << m << " " << d;
+      const std::vector<float> one = run(m, 1);
+      for (int64_t d = 0; d < D; ++d) {
+        ASSERT_EQ(one[d], all[m * D + d]) << m << " " << d;
+        if (m < 12) {
+          ASSERT_EQ(one[d], some[m * D + d]) << "batch of 12, " << m << " " << d;
+        }
+      }
     }
   }
 }

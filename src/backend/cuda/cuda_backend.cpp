@@ -168,7 +168,7 @@ CudaBackend::CudaBackend(int device)
   graphs_enabled_ = env::get_bool("DEEPINFER_CUDA_GRAPHS");
   set_dense_split_target(env::get_int("DEEPINFER_DENSE_SPLIT_TARGET"));
   set_programmatic_launch(env::get_bool("DEEPINFER_CUDA_PDL"));
-  set_dense_split_clusters(env::get_bool("DEEPINFER_CUDA_CLUSTER_SPLIT"));
+  set_cluster_reductions(env::get_bool("DEEPINFER_CUDA_CLUSTER_SPLIT"));
   set_dense_resident_a(env::get_int("DEEPINFER_DENSE_RESIDENT_A"));
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),

@@ -114,6 +114,9 @@ class CudaBackend final : public Backend {
                 const TensorView& out) override;
   void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
             bool inverse) override;
+  void rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
+                     const TensorView& positions, const TensorView& inv_freq,
+                     const TensorView& out) override;
 
   void hc_pre(const TensorView& X, const TensorView& fn, const TensorView& base,
               const TensorView& scale, int sinkhorn_iters, float hc_eps, float norm_eps,

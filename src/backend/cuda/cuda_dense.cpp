@@ -207,6 +207,33 @@ void CudaBackend::rope(const TensorView& x, const TensorView& positions, const T
         op);
 }
 
+void CudaBackend::rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
+                                const TensorView& positions, const TensorView& inv_freq,
+                                const TensorView& out) {
+  const char* op = "rms_norm_rope";
+  {
+    OpScope s(*this, op);
+    expect(op, "x", x, DType::kF32, {kAny, kAny, kAny});
+    expect_like(op, "out", out, "x", x);
+    const int64_t M = x.dim(0), H = x.dim(1), hd = x.dim(2);
+    if (given(weight)) expect(op, "weight", weight, DType::kF32, {hd});
+    expect(op, "positions", positions, DType::kI32, {M});
+    expect(op, "inv_freq", inv_freq, DType::kF32, {kAny});
+    const int64_t R = inv_freq.dim(0);
+    const float* w = given(weight) ? weight.data_as<float>() : nullptr;
+    if (x.is_contiguous() && out.is_contiguous() && M * H <= INT_MAX &&
+        rms_norm_rope_fused(x.data_as<float>(), w, hd, R, out.data_as<float>())) {
+      check(
+          launch_rms_norm_rope(x.data_as<float>(), w, eps, M, H, hd, positions.data_as<int32_t>(),
+                               inv_freq.data_as<float>(), R, out.data_as<float>(), ctx_->stream()),
+          op);
+      return;
+    }
+  }
+  rms_norm(x, weight, eps, out);  // shapes the fused kernel does not take (their own checks)
+  rope(out, positions, inv_freq, false);
+}
+
 void CudaBackend::swiglu(const TensorView& gate, const TensorView& up, float limit,
                          const TensorView& out) {
   const char* op = "swiglu";

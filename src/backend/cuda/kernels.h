@@ -52,6 +52,13 @@ cudaError_t launch_add(const float* a, const float* b, float* out, int64_t n, cu
 // Rows of D: out = x * rsqrt(mean(x^2) + eps) [* weight]; out may equal x.
 cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t D,
                             float* out, cudaStream_t stream);
+// launch_rms_norm of x [M * H rows of hd] into out, then launch_rope on out, in one pass
+// where rms_norm_rope_fused (the same bits as the two in turn).
+bool rms_norm_rope_fused(const float* x, const float* weight, int64_t hd, int64_t R,
+                         const float* out);
+cudaError_t launch_rms_norm_rope(const float* x, const float* weight, float eps, int64_t M,
+                                 int64_t H, int64_t hd, const int32_t* positions,
+                                 const float* inv_freq, int64_t R, float* out, cudaStream_t stream);
 cudaError_t launch_rope(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* positions,
                         const float* inv_freq, int64_t R, bool inverse, cudaStream_t stream);
 // out = silu(min(g, limit)) * clamp(u, +-limit) (limit <= 0: no clamp); fp32 or bf16 output.
@@ -259,9 +266,10 @@ int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch);
 // changes the bits of split products, so not while a model serves.
 inline constexpr int64_t kDenseSplitTargetBlocks = 792;
 void set_dense_split_target(int64_t blocks);
-// false: split products sum through the workspace even where a cluster could (the same bits;
+// false: split decode products sum their K segments through the workspace (up to 16 rows) or in
+// turn (more) even where a thread block cluster could (the same bits;
 // DEEPINFER_CUDA_CLUSTER_SPLIT, for comparison).
-void set_dense_split_clusters(bool on);
+void set_cluster_reductions(bool on);
 // Whether a split product of M rows sums in clusters (its clusters all resident at once), from
 // fp32 x (dense_gemm_f32_supported) or bf16 x: for tests and benchmarks.
 bool dense_split_in_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, bool fp32_x);

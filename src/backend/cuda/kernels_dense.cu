@@ -70,28 +70,59 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n
     out[i] = a[i] + b[i];
 }
 
+// 1 / rms of a row held one float4 per thread (zeros past D), for the block.
+__device__ __forceinline__ float row_inv_rms4(const float4& v, int64_t D, float eps, float* red) {
+  float ss = v.x * v.x;
+  ss = fmaf(v.y, v.y, ss);
+  ss = fmaf(v.z, v.z, ss);
+  ss = fmaf(v.w, v.w, ss);
+  ss = block_sum(ss, red);
+  return 1.f / sqrtf(ss / static_cast<float>(D) + eps);
+}
+
+__device__ __forceinline__ float4 scale4(const float4& v, float inv, const float* w, int64_t i) {
+  if (!w) return make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+  const float4 g = *reinterpret_cast<const float4*>(w + i);
+  return make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+}
+
+// The rotation of one RoPE pair (a, b) by pos * freq (fp32 angle like the reference, cos / sin
+// in double as the CPU backend does), shared by every kernel rotating pairs so that they give
+// the same bits. sign -1: the inverse rotation.
+__device__ __forceinline__ void rotate_pair(float& a, float& b, int32_t pos, float freq,
+                                            float sign) {
+  const float ang = static_cast<float>(pos) * freq;
+  double s, c;
+  sincos(static_cast<double>(ang), &s, &c);
+  const float cf = static_cast<float>(c), sf = sign * static_cast<float>(s);
+  const float x = a, y = b;
+  a = x * cf - y * sf;
+  b = y * cf + x * sf;
+}
+
 // One block per row, one float4 per thread (D % 4 == 0, 16-byte aligned rows, D <= 4096): a
 // row's loads all in flight at once (a 4096-wide decode row in one round trip instead of 16).
-// The whole row is read before any write, so out may be x.
-__global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int64_t D, float* out) {
+// The whole row is read before any write, so out may be x. With pos, RoPE on each row's
+// trailing 2 R dims in the same pass (rows are heads of hd = D; row r belongs to position
+// pos[r / H]): the values of this kernel and rope_kernel in turn. (D - 2 R) % 4 == 0, so a float4
+// holds two whole pairs or none.
+__global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int64_t D, int64_t H,
+                                 const int32_t* pos, const float* freq, int64_t R, float* out) {
   wait_for_prior_grid();
   __shared__ float red[32];
   const int64_t i = threadIdx.x * int64_t{4};
   const bool mine = i < D;
   float4 v = mine ? *reinterpret_cast<const float4*>(x + blockIdx.x * D + i)
                   : make_float4(0.f, 0.f, 0.f, 0.f);
-  float ss = v.x * v.x;
-  ss = fmaf(v.y, v.y, ss);
-  ss = fmaf(v.z, v.z, ss);
-  ss = fmaf(v.w, v.w, ss);
-  ss = block_sum(ss, red);
+  const float inv = row_inv_rms4(v, D, eps, red);
   if (!mine) return;
-  const float inv = 1.f / sqrtf(ss / static_cast<float>(D) + eps);
-  if (w) {
-    const float4 g = *reinterpret_cast<const float4*>(w + i);
-    v = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
-  } else {
-    v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+  v = scale4(v, inv, w, i);
+  const int64_t first = D - 2 * R;  // the first rotated dim
+  if (pos && i >= first) {
+    const int32_t p = pos[blockIdx.x / H];
+    const int64_t pair = (i - first) / 2;
+    rotate_pair(v.x, v.y, p, freq[pair], 1.f);
+    rotate_pair(v.z, v.w, p, freq[pair + 1], 1.f);
   }
   *reinterpret_cast<float4*>(out + blockIdx.x * D + i) = v;
 }
@@ -114,8 +145,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64
   }
 }
 
-// One thread per (row m, head h, pair i). The angle is formed in fp32 like the reference
-// (position * inv_freq), its cos / sin evaluated in double as the CPU backend does.
+// One thread per (row m, head h, pair i), rotated by rotate_pair.
 __global__ void rope_kernel(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* pos,
                             const float* freq, int64_t R, float sign) {
   wait_for_prior_grid();
@@ -123,14 +153,8 @@ __global__ void rope_kernel(float* x, int64_t M, int64_t H, int64_t hd, const in
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = t % R, mh = t / R, m = mh / H;
-    const float ang = static_cast<float>(pos[m]) * freq[i];
-    double s, c;
-    sincos(static_cast<double>(ang), &s, &c);
-    const float cf = static_cast<float>(c), sf = sign * static_cast<float>(s);
     float* v = x + mh * hd + (hd - 2 * R) + 2 * i;
-    const float a = v[0], b = v[1];
-    v[0] = a * cf - b * sf;
-    v[1] = b * cf + a * sf;
+    rotate_pair(v[0], v[1], pos[m], freq[i], sign);
   }
 }
 
@@ -204,10 +228,31 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int6
   if (D % 4 == 0 && D <= 4096 && aligned(x) && aligned(out) && (!weight || aligned(weight))) {
     const int64_t threads = (D / 4 + 31) / 32 * 32;
     return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(rows),
-                         static_cast<unsigned>(threads), 0, stream, x, weight, eps, D, out);
+                         static_cast<unsigned>(threads), 0, stream, x, weight, eps, D, int64_t{1},
+                         static_cast<const int32_t*>(nullptr), static_cast<const float*>(nullptr),
+                         int64_t{0}, out);
   }
   return launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, weight,
                        eps, D, out);
+}
+
+bool rms_norm_rope_fused(const float* x, const float* weight, int64_t hd, int64_t R,
+                         const float* out) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return hd % 4 == 0 && hd <= 4096 && (hd - 2 * R) % 4 == 0 && 2 * R <= hd && aligned(x) &&
+         aligned(out) && (!weight || aligned(weight));
+}
+
+cudaError_t launch_rms_norm_rope(const float* x, const float* weight, float eps, int64_t M,
+                                 int64_t H, int64_t hd, const int32_t* positions,
+                                 const float* inv_freq, int64_t R, float* out,
+                                 cudaStream_t stream) {
+  if (M <= 0 || H <= 0 || hd <= 0) return cudaSuccess;
+  if (!rms_norm_rope_fused(x, weight, hd, R, out)) return cudaErrorInvalidValue;
+  const int64_t threads = (hd / 4 + 31) / 32 * 32;
+  return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(M * H),
+                       static_cast<unsigned>(threads), 0, stream, x, weight, eps, hd, H, positions,
+                       inv_freq, R, out);
 }
 
 cudaError_t launch_rope(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* positions,

@@ -1,5 +1,5 @@
 // The routed experts' two GEMMs for prefill-sized batches on Hopper's warpgroup MMA (wgmma,
-// sm_90a): the same plan tiles and the same outputs as kernels_grouped_gemm.cu's up / down modes,
+// sm_90a): the same plan tiles and the same outputs as grouped_gemm.cuh's up / down modes,
 // on 128-row x 256-column block tiles (two warpgroups of 64 rows sharing one 256-row weight
 // tile), 4 cp.async stages of 64-wide k tiles in 128-byte swizzled K-major layout, one wgmma
 // group in flight while the next stage loads. mma.sync tiles of 64 x 128 read every weight tile

@@ -1,14 +1,18 @@
-// The process-wide switch of launch.cuh's programmatic launches (DEEPINFER_CUDA_PDL) and the
-// devices' cluster support.
+// The process-wide switches of launch.cuh's programmatic launches (DEEPINFER_CUDA_PDL) and
+// cluster reductions (DEEPINFER_CUDA_CLUSTER_SPLIT), and the devices' cluster support.
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/kernels.h"
 
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace deepinfer::cuda {
 
 namespace {
 bool programmatic = true;
+bool cluster_reductions = true;
 }  // namespace
 
 bool programmatic_launch() {
@@ -30,6 +34,44 @@ bool cluster_launch_supported() {
     known[device].store(on ? 2 : 1, std::memory_order_relaxed);
   }
   return known[device].load(std::memory_order_relaxed) == 2;
+}
+
+void set_cluster_reductions(bool on) {
+  cluster_reductions = on;
+}
+
+bool clusters_resident(const void* kernel, int threads, size_t smem, int cluster_size,
+                       int64_t clusters) {
+  if (!cluster_reductions || cluster_size < 2 || cluster_size > 8 || !cluster_launch_supported())
+    return false;
+  int device = 0;
+  cudaGetDevice(&device);
+  using Key = std::tuple<int, const void*, int, size_t, int>;
+  static std::mutex mu;
+  static std::map<Key, int> resident;  // most clusters resident at once
+  const Key key{device, kernel, threads, smem, cluster_size};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = resident.find(key);
+  if (it == resident.end()) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(cluster_size);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(cluster_size));
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: the caller's path without clusters serves
+      n = 0;
+    }
+    it = resident.emplace(key, n).first;
+  }
+  return clusters <= it->second;
 }
 
 }  // namespace deepinfer::cuda

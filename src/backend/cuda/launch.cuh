@@ -14,6 +14,8 @@
 
 #include "backend/cuda/kernels.h"
 
+#include <cstddef>
+#include <cstdint>
 #include <utility>
 
 namespace deepinfer::cuda {
@@ -21,6 +23,14 @@ namespace deepinfer::cuda {
 // Whether launch_kernel launches programmatically (DEEPINFER_CUDA_PDL; set_programmatic_launch
 // in kernels.h).
 bool programmatic_launch();
+
+// Whether `clusters` thread block clusters of `cluster_size` (2-8) blocks of `kernel` (`threads`
+// per block, `smem` dynamic bytes each) are all resident at once on the current device, asked
+// once per kernel and shape; false where cluster reductions are off (set_cluster_reductions in
+// kernels.h) or the device has no clusters. Split work reduces inside clusters only then: past
+// one wave, placing clusters by GPC leaves blocks for a second one.
+bool clusters_resident(const void* kernel, int threads, size_t smem, int cluster_size,
+                       int64_t clusters);
 
 // `cluster` != (1, 1, 1): the grid runs in thread block clusters of that shape (blocks of a
 // cluster share their shared memory; cluster_launch_supported() must hold).

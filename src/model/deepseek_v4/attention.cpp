@@ -272,15 +272,15 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   Tensor q_raw = b.empty({T * H, hd});
   b.matmul(qr, w.wq_b, q_raw.view().reshape({T, H * hd}));
   Tensor q = b.empty({T * H, hd});
-  b.rms_norm(q_raw, TensorView(), eps, q);
   const TensorView q3 = q.view().reshape({T, H, hd});
-  b.rope(q3, in.positions_dev, inv_freq, false);
+  b.rms_norm_rope(q_raw.view().reshape({T, H, hd}), TensorView(), eps, in.positions_dev, inv_freq,
+                  q3);
 
   // The single shared K=V head.
   const Tensor& kv_raw = xp[1];
   Tensor kv = b.empty({T, hd});
-  b.rms_norm(kv_raw, w.kv_norm, eps, kv);
-  b.rope(kv.view().reshape({T, 1, hd}), in.positions_dev, inv_freq, false);
+  b.rms_norm_rope(kv_raw.view().reshape({T, 1, hd}), w.kv_norm, eps, in.positions_dev, inv_freq,
+                  kv.view().reshape({T, 1, hd}));
 
   Tensor attn = b.empty({T, H, hd});
   LayerRows rows;
