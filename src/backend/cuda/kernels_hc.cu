@@ -44,21 +44,52 @@ __global__ void __launch_bounds__(kThreads)
   // issue before the batch's stores: loads interleaved with stores went one round trip each.
   // Only the block's rows and fn's rows are staged (a decode row's chunk and fn's: one batch;
   // the tile's absent rows are never summed into a written partial).
-  constexpr int kBatch = 16;
-  const int total = (rows + nmix) * kMixChunk;
-  for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
-    float v[kBatch];
+  // Where rows are 16-byte aligned (W % 4 == 0, as at every model shape), by float4: a decode
+  // block's staging was two thirds of its stall samples one float at a time.
+  const bool vec4 = W % 4 == 0 && (reinterpret_cast<uintptr_t>(X) & 15) == 0 &&
+                    (reinterpret_cast<uintptr_t>(fn) & 15) == 0;
+  if (vec4) {
+    constexpr int kBatch = 8, kChunk4 = kMixChunk / 4;
+    const int total = (rows + nmix) * kChunk4;  // len % 4 == 0 here
+    for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
+      float4 v[kBatch];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = i0 + u * kThreads + threadIdx.x, r = i / kMixChunk, k = i % kMixChunk;
-      v[u] = 0.f;
-      if (i < total && k < len)
-        v[u] = r < rows ? __ldg(X + (r0 + r) * W + c0 + k) : __ldg(fn + (r - rows) * W + c0 + k);
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kThreads + threadIdx.x, r = i / kChunk4, k = (i % kChunk4) * 4;
+        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (i < total && k < len) {
+          const float* src = r < rows ? X + (r0 + r) * W : fn + (r - rows) * W;
+          v[u] = __ldg(reinterpret_cast<const float4*>(src + c0 + k));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kThreads + threadIdx.x, r = i / kChunk4, k = (i % kChunk4) * 4;
+        if (i >= total) continue;
+        float* dst = (r < rows ? xs + r * ld : fs + (r - rows) * ld) + k;
+        dst[0] = v[u].x;
+        dst[1] = v[u].y;
+        dst[2] = v[u].z;
+        dst[3] = v[u].w;
+      }
     }
+  } else {
+    constexpr int kBatch = 16;
+    const int total = (rows + nmix) * kMixChunk;
+    for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
+      float v[kBatch];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = i0 + u * kThreads + threadIdx.x, r = i / kMixChunk;
-      if (i < total) (r < rows ? xs + r * ld : fs + (r - rows) * ld)[i % kMixChunk] = v[u];
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kThreads + threadIdx.x, r = i / kMixChunk, k = i % kMixChunk;
+        v[u] = 0.f;
+        if (i < total && k < len)
+          v[u] = r < rows ? __ldg(X + (r0 + r) * W + c0 + k) : __ldg(fn + (r - rows) * W + c0 + k);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * kThreads + threadIdx.x, r = i / kMixChunk;
+        if (i < total) (r < rows ? xs + r * ld : fs + (r - rows) * ld)[i % kMixChunk] = v[u];
+      }
     }
   }
   __syncthreads();
