@@ -245,11 +245,11 @@ cudaError_t launch_moe_down_wgmma(const uint16_t* act, const int32_t* offsets, c
 // kernels for 1-8 and for 64+ rows differ in the last bits).
 // The segments: one, unless the one-row grid would leave the GPU mostly idle (a one-row product
 // is as slow as its chain of dependent mma steps over K); then K splits so that about
-// set_dense_split_target's blocks run. Up to 16 rows, segments run on blocks of their own: on
-// sm_90+, with up to 8 segments and all clusters resident at once, the blocks of an output tile
-// form a thread block cluster and the first sums the others' partials out of their shared
-// memory; otherwise the last block of each output tile sums them from the workspace. For more
-// rows, each block sums them in turn.
+// set_dense_split_target's blocks run. On sm_90+, with up to 8 segments and all clusters resident
+// at once, the segment blocks of an output tile form a thread block cluster and the first sums
+// the others' partials out of their shared memory. Otherwise, up to 16 rows, the segments still
+// run on blocks of their own and the last block of each output tile sums them from the
+// workspace; for more rows, each block sums them in turn.
 // The split depends on N, K and batch only, so a row's bits still do not depend on M. A call with
 // dense_gemm_partials(M, N, K, batch) > 0 needs that many floats of scratch and
 // kDenseSplitCounters zeroed ints, left zeroed (the calls on one stream may share them).
