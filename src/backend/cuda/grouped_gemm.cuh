@@ -268,9 +268,8 @@ __host__ __device__ constexpr int64_t resident_lda(int64_t seg_tiles) {
 
 // The dynamic shared memory of a resident-A block: its weight stages, then M rows of A over
 // seg_tiles k tiles and a zero line.
-template <typename T>
-size_t resident_smem(int64_t M, int64_t seg_tiles) {
-  return static_cast<size_t>(T::STAGES) * T::BN * kLd * 2 +
+inline size_t resident_smem(int64_t M, int64_t seg_tiles) {
+  return static_cast<size_t>(Thin::STAGES) * Thin::BN * kLd * 2 +
          static_cast<size_t>(M * resident_lda(seg_tiles) + 16) * 2;
 }
 

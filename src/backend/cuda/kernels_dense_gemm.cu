@@ -57,42 +57,30 @@ bool splits_over_blocks(int64_t M) {
 template <Mode kMode>
 cudaError_t launch_dense_tiles(const GroupedArgs& a, int64_t M, int64_t batch,
                                cudaStream_t stream) {
-  if (kMode != kDenseSplitGemm) {
-    if (M <= Thin::BM) return launch_grouped<kMode, Thin>(a, 1, batch, stream);
-    if (M <= 64) return launch_grouped<kMode, Narrow>(a, (M + 15) / 16, batch, stream);
-    return launch_grouped<kMode, Wide>(a, (M + 63) / 64, batch, stream);
-  }
-  if (M <= Thin::BM) return launch_grouped<kMode, Thin>(a, 1, batch, stream, SplitRun::kOverBlocks);
-  if (M <= 64)
-    return launch_grouped<kMode, Narrow>(a, (M + 15) / 16, batch, stream,
-                                         SplitRun::kClustersOrInTurn);
-  return launch_grouped<kMode, Wide>(a, (M + 63) / 64, batch, stream, SplitRun::kClustersOrInTurn);
+  constexpr bool kSplit = kMode == kDenseSplitGemm;
+  if (M <= Thin::BM)
+    return launch_grouped<kMode, Thin>(a, 1, batch, stream,
+                                       kSplit ? SplitRun::kOverBlocks : SplitRun::kInTurn);
+  const SplitRun run = kSplit ? SplitRun::kClustersOrInTurn : SplitRun::kInTurn;
+  if (M <= 64) return launch_grouped<kMode, Narrow>(a, (M + 15) / 16, batch, stream, run);
+  return launch_grouped<kMode, Wide>(a, (M + 63) / 64, batch, stream, run);
 }
 
-}  // namespace
-
-namespace {
-template <typename T>
-bool split_in_cluster(int64_t M, const DenseSplit& split, int64_t clusters, bool fp32_x) {
-  return fp32_x ? clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, T, true>, T::kThreads,
-                               resident_smem<T>(M, split.seg_tiles), split.splits, clusters)
-                : clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, T>, T::kThreads, T::kSmemBytes,
-                               split.splits, clusters);
-}
 }  // namespace
 
 bool dense_split_in_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, bool fp32_x) {
   const DenseSplit split = dense_gemm_split(N, K, batch);
   if (split.splits < 2) return false;
-  if (!splits_over_blocks(M)) {
-    GroupedArgs a{};
-    a.N = N;
-    a.splits = split.splits;
-    return M <= 64 ? dense_tiles_in_cluster<Narrow>(a, (M + 15) / 16, batch)
-                   : dense_tiles_in_cluster<Wide>(a, (M + 63) / 64, batch);
-  }
-  const int64_t clusters = batch * ((N + Thin::BN - 1) / Thin::BN);
-  return split_in_cluster<Thin>(M, split, clusters, fp32_x);
+  if (M <= Thin::BM && fp32_x)
+    return clusters_fit(grouped_gemm_kernel<kDenseSplitGemm, Thin, true>, Thin::kThreads,
+                        resident_smem(M, split.seg_tiles), split.splits,
+                        batch * ((N + Thin::BN - 1) / Thin::BN));
+  GroupedArgs a{};
+  a.N = N;
+  a.splits = split.splits;
+  if (M <= Thin::BM) return dense_tiles_in_cluster<Thin>(a, 1, batch);
+  return M <= 64 ? dense_tiles_in_cluster<Narrow>(a, (M + 15) / 16, batch)
+                 : dense_tiles_in_cluster<Wide>(a, (M + 63) / 64, batch);
 }
 
 int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
@@ -103,10 +91,11 @@ int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
 namespace {
 
 // Thin tiles with the block's rows of fp32 x resident as bf16 (grouped_gemm_kernel's kResA).
-template <Mode kMode, typename T>
+template <Mode kMode>
 cudaError_t launch_resident_a(const GroupedArgs& a, int64_t M, int64_t batch, cudaStream_t stream) {
+  using T = Thin;
   constexpr size_t stage_bytes = static_cast<size_t>(T::STAGES) * T::BN * kLd * 2;
-  const size_t smem = resident_smem<T>(M, a.seg_tiles);
+  const size_t smem = resident_smem(M, a.seg_tiles);
   auto* kernel = grouped_gemm_kernel<kMode, T, true>;
   static const cudaError_t attr = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -199,8 +188,8 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
   if (!partials_given(M, N, K, batch, partials, counters)) return cudaErrorInvalidValue;
   const GroupedArgs a = dense_args(nullptr, x, ldx, sx, w, ldw, sw, out, ldo, so, M, N, K, batch,
                                    accumulate, partials, counters);
-  return a.splits > 1 ? launch_resident_a<kDenseSplitGemm, Thin>(a, M, batch, stream)
-                      : launch_resident_a<kDenseGemm, Thin>(a, M, batch, stream);
+  return a.splits > 1 ? launch_resident_a<kDenseSplitGemm>(a, M, batch, stream)
+                      : launch_resident_a<kDenseGemm>(a, M, batch, stream);
 }
 
 }  // namespace deepinfer::cuda

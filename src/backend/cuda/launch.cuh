@@ -12,8 +12,6 @@
 
 #include <cuda_runtime.h>
 
-#include "backend/cuda/kernels.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <utility>
