@@ -79,7 +79,9 @@ class Backend {
   virtual void fill_random(const TensorView& t, uint64_t seed, float lo, float hi) = 0;
 
   // ---- dense ---------------------------------------------------------------------------------
-  // out[M, N] = x[M, K] @ w[N, K]^T, or out += ... when accumulate.
+  // out[M, N] = x[M, K] @ w[N, K]^T, or out += ... when accumulate. x is F32, or (matmul and
+  // grouped_matmul) in weight_dtype() where that is BF16: the bf16 operand the product would
+  // round x to, made by x's producer.
   virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& out,
                       bool accumulate = false) = 0;
   // Block-diagonal projection: x [M, G, K], w [G*N, K] (block g = rows g*N .. g*N+N-1),
@@ -151,6 +153,19 @@ class Backend {
   virtual void attention_batch(const TensorView& q, std::span<const AttentionSegment> segments,
                                int64_t window, const TensorView& sinks, float scale,
                                const TensorView& out) = 0;
+  // attention_batch, then rope(out, positions, inv_freq, true): the heads back in their query's
+  // frame (V4's K = V carries RoPE into the output's rope dims). One op so that a backend can
+  // rotate as it writes, and write out in its weight_dtype() when that is not F32 (BF16: what the
+  // product reading out rounds it to anyway, so the same values reach it). This default runs the
+  // two in turn (out F32).
+  virtual void attention_batch_derotated(const TensorView& q,
+                                         std::span<const AttentionSegment> segments, int64_t window,
+                                         const TensorView& sinks, float scale,
+                                         const TensorView& positions, const TensorView& inv_freq,
+                                         const TensorView& out) {
+    attention_batch(q, segments, window, sinks, scale, out);
+    rope(out, positions, inv_freq, true);
+  }
   // Lightning indexer: scores[m, e] = sum_h w[m, h] * relu(q[m, h] . k[e]) * scale for
   // e < visible[m], -inf otherwise. q [M, nh, d], k [E, d], w [M, nh], visible I32 [M],
   // scores [M, E].

@@ -277,6 +277,88 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
   EXPECT_THROW(gpu->attention_batch(dq, gap, window, dsinks, scale, out), Error);
 }
 
+// attention_batch_derotated: bitwise attention_batch then rope(inverse) on the GPU into fp32, and
+// those values rounded to nearest even into bf16, for rows the main kernel writes (a prefill
+// segment in two-group blocks, one-split rows in one-group blocks) and rows the merge writes
+// (decode rows with key splits); an odd head dim goes the two ops' way. Bad rope inputs and a
+// bf16 output without the rotation are refused.
+TEST_F(Attn, AttentionDerotatedIsAttentionThenInverseRope) {
+  SEED_TRACE();
+  const int sms = cuda::list_devices().at(0).multiprocessors;
+  const int64_t H = 64, window = 128, Mp = 1100;
+  ASSERT_EQ(2, cuda::attention_groups_per_block(Mp + 3, H, sms));
+  ASSERT_EQ(1, cuda::attention_groups_per_block(3, H, sms));
+  ASSERT_GT(cuda::attention_splits(1, H, window + 512, sms), 1);
+  ASSERT_EQ(1, cuda::attention_splits(1, H, 21, sms));
+  for (auto [hd, R] : std::vector<std::array<int64_t, 2>>{{512, 32}, {65, 16}}) {
+    SCOPED_TRACE(testing::Message() << "hd " << hd);
+    Rng rng;
+    const Tensor sinks = rand_host(rng, {H}, -2.f, 2.f), dsinks = to_dev(*gpu, sinks);
+    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+    Tensor freq = host({R});
+    for (int64_t i = 0; i < R; ++i)
+      freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
+    const Tensor dfreq = to_dev(*gpu, freq);
+    std::vector<Tensor> keep;
+    auto dev = [&](const Tensor& t) {
+      keep.push_back(to_dev(*gpu, t));
+      return keep.back().view();
+    };
+    auto idx = [&](int64_t S, int64_t K, int64_t E) {
+      std::vector<int32_t> v(S * K);
+      for (auto& e : v) e = static_cast<int32_t>(rng.integer(-1, E - 1));
+      return dev(i32_host(v, {S, K}));
+    };
+    // A prefill segment, a decode row with key splits (640 keys), one of 21 keys.
+    const TensorView win_p = dev(rand_host(rng, {Mp, hd})), comp_p = dev(rand_host(rng, {300, hd}));
+    const TensorView win_d = dev(rand_host(rng, {128, hd})),
+                     comp_d = dev(rand_host(rng, {2000, hd}));
+    const TensorView win_s = dev(rand_host(rng, {21, hd}));
+    const std::vector<Backend::AttentionSegment> decode{
+        {0, 1, win_d, comp_d, idx(1, 512, 2000), TensorView()},
+        {1, 1, win_s, TensorView(), TensorView(), TensorView()}};
+    std::vector<Backend::AttentionSegment> all{
+        {0, Mp, win_p, comp_p, idx(Mp, 32, 300), TensorView()}};
+    for (Backend::AttentionSegment g : decode) {
+      g.row0 += Mp;
+      all.push_back(g);
+    }
+    using Segs = std::vector<Backend::AttentionSegment>;
+    for (const Segs* segs : std::initializer_list<const Segs*>{&all, &decode}) {
+      const int64_t M = segs->back().row0 + 1;
+      const Tensor dq = to_dev(*gpu, rand_host(rng, {M, H, hd}));
+      std::vector<int32_t> pos(M);
+      for (auto& p : pos) p = static_cast<int32_t>(rng.integer(0, 200000));
+      const Tensor dpos = to_dev(*gpu, i32_host(pos, {M}));
+      Tensor want = dev_poisoned(*gpu, {M, H, hd});
+      gpu->attention_batch(dq, *segs, window, dsinks, scale, want);
+      gpu->rope(want, dpos, dfreq, true);
+      const Tensor ref = to_host(*gpu, want);
+      Tensor got = dev_poisoned(*gpu, {M, H, hd});
+      gpu->attention_batch_derotated(dq, *segs, window, dsinks, scale, dpos, dfreq, got);
+      EXPECT_TRUE(floats(ref) == floats(to_host(*gpu, got))) << M << " rows, fp32";
+      Tensor poison = host({M, H, hd}, DType::kBF16);
+      std::fill_n(poison.data_as<uint16_t>(), poison.numel(), uint16_t{0x7fc1});
+      Tensor got16 = to_dev(*gpu, poison);
+      gpu->attention_batch_derotated(dq, *segs, window, dsinks, scale, dpos, dfreq, got16);
+      const Tensor h16 = to_host(*gpu, got16);
+      int64_t bad = 0;
+      for (int64_t i = 0; i < ref.numel(); ++i)
+        bad += h16.data_as<uint16_t>()[i] != f32_to_bf16(ref.data_as<float>()[i]);
+      EXPECT_EQ(bad, 0) << M << " rows, bf16";
+      if (segs != &decode) continue;
+      EXPECT_THROW(gpu->attention_batch(dq, *segs, window, dsinks, scale, got16), Error);
+      EXPECT_THROW(gpu->attention_batch_derotated(dq, *segs, window, dsinks, scale,
+                                                  dpos.view().slice_rows(0, 1), dfreq, got),
+                   Error);
+      Tensor long_freq = to_dev(*gpu, rand_host(rng, {hd}));
+      EXPECT_THROW(
+          gpu->attention_batch_derotated(dq, *segs, window, dsinks, scale, dpos, long_freq, got),
+          Error);
+    }
+  }
+}
+
 // indexer_scores_batch on the GPU (one launch for many sequences' decode rows, each against its
 // own keys) matches the CPU's, -inf padding included; V4-Flash indexer shapes (64 heads x 128).
 // Decode and chunk rows, each segment its own keys (some empty, a visible count short of E,

@@ -214,6 +214,46 @@ TEST_F(Ops, MatmulFromFp32MatchesTheCastPath) {
   EXPECT_TRUE(got[0] == got[1]) << "grouped";
 }
 
+// bf16 x (a product's input made in its weights' dtype, as the attention output is) gives what
+// fp32 x does, which the product rounds to bf16 itself: the resident-A and staged tiles, split
+// or not, grouped, and cuBLASLt past the tiles' rows; bf16 x with fp32 weights is refused.
+TEST_F(Ops, MatmulFromBf16XMatchesFp32X) {
+  SEED_TRACE();
+  Rng rng;
+  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{
+           {1, 4096, 4096}, {3, 300, 8192}, {16, 1000, 1024}, {100, 512, 2048}, {300, 256, 512}}) {
+    Tensor w = gpu->empty({N, K}, DType::kBF16);
+    gpu->fill_random(w, 5, -0.05f, 0.05f);
+    const Tensor xh = rand_host(rng, {M, K}), init = rand_host(rng, {M, N});
+    const Tensor x32 = to_dev(*gpu, xh), x16 = to_dev(*gpu, xh, true);
+    for (bool acc : {false, true}) {
+      std::vector<float> got[2];
+      for (int b = 0; b < 2; ++b) {
+        Tensor out = acc ? to_dev(*gpu, init) : dev_poisoned(*gpu, {M, N});
+        gpu->matmul(b ? x16 : x32, w, out, acc);
+        got[b] = floats(to_host(*gpu, out));
+      }
+      EXPECT_TRUE(got[0] == got[1]) << M << "x" << N << "x" << K << " acc " << acc;
+    }
+  }
+  for (int64_t M : {1, 5, 400}) {  // V4's wo_a: 8 groups of 4096 -> 1024 (smaller K here)
+    Tensor wg = gpu->empty({8 * 1024, 1024}, DType::kBF16);
+    gpu->fill_random(wg, 6, -0.05f, 0.05f);
+    const Tensor xh = rand_host(rng, {M, 8, 1024});
+    std::vector<float> got[2];
+    for (int b = 0; b < 2; ++b) {
+      Tensor out = dev_poisoned(*gpu, {M, 8, 1024});
+      gpu->grouped_matmul(to_dev(*gpu, xh, b == 1), wg, out);
+      got[b] = floats(to_host(*gpu, out));
+    }
+    EXPECT_TRUE(got[0] == got[1]) << "grouped, " << M << " rows";
+  }
+  const Tensor w32 = to_dev(*gpu, rand_host(rng, {64, 128})),
+               x16 = to_dev(*gpu, rand_host(rng, {2, 128}), true);
+  Tensor out = dev_poisoned(*gpu, {2, 64});
+  EXPECT_THROW(gpu->matmul(x16, w32, out), Error);
+}
+
 // Split products sum their segments inside a thread block cluster on sm_90 where they have 2-8
 // segments and the clusters are resident at once: bitwise the workspace path's sums (up to 16
 // rows) and the in-turn sums of wider tiles, from bf16 and fp32 x, accumulating or not, grouped.

@@ -135,6 +135,10 @@ class CudaBackend final : public Backend {
   void attention_batch(const TensorView& q, std::span<const AttentionSegment> segments,
                        int64_t window, const TensorView& sinks, float scale,
                        const TensorView& out) override;
+  void attention_batch_derotated(const TensorView& q, std::span<const AttentionSegment> segments,
+                                 int64_t window, const TensorView& sinks, float scale,
+                                 const TensorView& positions, const TensorView& inv_freq,
+                                 const TensorView& out) override;
   void indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w, float scale,
                       const TensorView& visible, const TensorView& scores) override;
   void indexer_scores_batch(const TensorView& q, std::span<const IndexerSegment> segments,
@@ -181,10 +185,13 @@ class CudaBackend final : public Backend {
   // Queues n host bytes to dst: through the pinned ring (returns at once), or, for more than
   // the ring holds, a pageable copy waited for (a host sync point).
   void upload_bytes(const void* host, void* dst, size_t n);
-  // attention and attention_batch (one segment or many).
+  // attention and attention_batch (one segment or many); with positions and inv_freq given,
+  // attention_batch_derotated (out F32 or BF16).
   void run_attention(const char* op, const TensorView& q,
                      std::span<const AttentionSegment> segments, int64_t window,
-                     const TensorView& sinks, float scale, const TensorView& out);
+                     const TensorView& sinks, float scale, const TensorView& out,
+                     const TensorView& positions = TensorView(),
+                     const TensorView& inv_freq = TensorView());
   // Selects the device; with sync_each_, drains the stream and checks errors after the op.
   void begin_op() const;
   void end_op(const char* op);

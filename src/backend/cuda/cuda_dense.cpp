@@ -15,6 +15,13 @@ void check_dims(const char* op, std::initializer_list<int64_t> dims) {
              op, d);
 }
 
+// bf16 x (a product's input kept in its weights' dtype) takes bf16 weights only.
+void expect_x_matches(const char* op, const TensorView& x, const TensorView& w) {
+  DI_CHECK(x.dtype() == DType::kF32 || w.dtype() == DType::kBF16, ErrorCode::kInvalidArgument,
+           "{}: x is {} but w is {}: bf16 x takes bf16 weights", op, dtype_name(x.dtype()),
+           dtype_name(w.dtype()));
+}
+
 }  // namespace
 
 std::shared_ptr<void> CudaBackend::to_bf16(const char* op, const float* x, int64_t n) {
@@ -88,9 +95,10 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
                          bool accumulate) {
   const char* op = "matmul";
   OpScope s(*this, op);
-  expect(op, "x", x, DType::kF32, {kAny, kAny});
+  expect2(op, "x", x, DType::kF32, DType::kBF16, {kAny, kAny});
   const int64_t M = x.dim(0), K = x.dim(1);
   expect2(op, "w", w, DType::kBF16, DType::kF32, {kAny, K});
+  expect_x_matches(op, x, w);
   const int64_t N = w.dim(0);
   expect(op, "out", out, DType::kF32, {M, N});
   expect_no_alias(op, "out", out, "x", x);
@@ -100,12 +108,14 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
   const void* xa = x.data();
   if (w.dtype() == DType::kBF16) {
     // Decode-sized products on the batch-invariant tensor-core kernel (kernels.h), a few rows
-    // straight from fp32 x; larger ones (prefill) through cuBLASLt.
-    if (tile_gemm_f32(op, x.data_as<float>(), K, 0, w.data(), K, 0, out.data_as<float>(), N, 0, M,
-                      N, K, 1, accumulate))
-      return;
-    xb = to_bf16(op, x.data_as<float>(), M * K);
-    xa = xb.get();
+    // straight from fp32 x; larger ones (prefill) through cuBLASLt. bf16 x goes as it is.
+    if (x.dtype() == DType::kF32) {
+      if (tile_gemm_f32(op, x.data_as<float>(), K, 0, w.data(), K, 0, out.data_as<float>(), N, 0, M,
+                        N, K, 1, accumulate))
+        return;
+      xb = to_bf16(op, x.data_as<float>(), M * K);
+      xa = xb.get();
+    }
     if (tile_gemm(op, xa, K, 0, w.data(), K, 0, out.data_as<float>(), N, 0, M, N, K, 1, accumulate))
       return;
   }
@@ -116,11 +126,12 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
 void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) {
   const char* op = "grouped_matmul";
   OpScope s(*this, op);
-  expect(op, "x", x, DType::kF32, {kAny, kAny, kAny});
+  expect2(op, "x", x, DType::kF32, DType::kBF16, {kAny, kAny, kAny});
   const int64_t M = x.dim(0), G = x.dim(1), K = x.dim(2);
   expect(op, "out", out, DType::kF32, {M, G, kAny});
   const int64_t N = out.dim(2);
   expect2(op, "w", w, DType::kBF16, DType::kF32, {G * N, K});
+  expect_x_matches(op, x, w);
   expect_no_alias(op, "out", out, "x", x);
   expect_no_alias(op, "out", out, "w", w);
   if (M == 0 || G == 0 || N == 0) return;
@@ -129,11 +140,13 @@ void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const
   std::shared_ptr<void> xb;
   const void* xa = x.data();
   if (w.dtype() == DType::kBF16) {
-    if (tile_gemm_f32(op, x.data_as<float>(), G * K, K, w.data(), K, N * K, out.data_as<float>(),
-                      G * N, N, M, N, K, G, false))
-      return;
-    xb = to_bf16(op, x.data_as<float>(), M * G * K);
-    xa = xb.get();
+    if (x.dtype() == DType::kF32) {
+      if (tile_gemm_f32(op, x.data_as<float>(), G * K, K, w.data(), K, N * K, out.data_as<float>(),
+                        G * N, N, M, N, K, G, false))
+        return;
+      xb = to_bf16(op, x.data_as<float>(), M * G * K);
+      xa = xb.get();
+    }
     if (tile_gemm(op, xa, G * K, K, w.data(), K, N * K, out.data_as<float>(), G * N, N, M, N, K, G,
                   false))
       return;

@@ -107,18 +107,43 @@ void CudaBackend::attention_batch(const TensorView& q, std::span<const Attention
   run_attention("attention_batch", q, segments, window, sinks, scale, out);
 }
 
+void CudaBackend::attention_batch_derotated(const TensorView& q,
+                                            std::span<const AttentionSegment> segments,
+                                            int64_t window, const TensorView& sinks, float scale,
+                                            const TensorView& positions, const TensorView& inv_freq,
+                                            const TensorView& out) {
+  const char* op = "attention_batch_derotated";
+  expect(op, "positions", positions, DType::kI32, {kAny});
+  expect(op, "inv_freq", inv_freq, DType::kF32, {kAny});
+  run_attention(op, q, segments, window, sinks, scale, out, positions, inv_freq);
+}
+
 void CudaBackend::run_attention(const char* op, const TensorView& q,
                                 std::span<const AttentionSegment> segments, int64_t window,
-                                const TensorView& sinks, float scale, const TensorView& out) {
+                                const TensorView& sinks, float scale, const TensorView& out,
+                                const TensorView& positions, const TensorView& inv_freq) {
   OpScope s(*this, op);
   expect(op, "q", q, DType::kF32, {kAny, kAny, kAny});
   const int64_t M = q.dim(0), H = q.dim(1), hd = q.dim(2);
   DI_CHECK(hd <= kMaxAttnHeadDim, ErrorCode::kUnsupported,
            "{}: head_dim {} exceeds the supported {}", op, hd, kMaxAttnHeadDim);
   expect(op, "sinks", sinks, DType::kF32, {H});
-  expect(op, "out", out, DType::kF32, {M, H, hd});
+  const bool derotate = given(positions);
+  // F32, or BF16 where the output is de-rotated here (the product after it reads bf16).
+  if (derotate)
+    expect2(op, "out", out, DType::kF32, DType::kBF16, {M, H, hd});
+  else
+    expect(op, "out", out, DType::kF32, {M, H, hd});
   expect_no_alias(op, "out", out, "q", q);
   arg_checks::expect_segments_tile(op, segments, M);
+  int64_t R = 0;
+  if (derotate) {
+    expect(op, "positions", positions, DType::kI32, {M});
+    R = inv_freq.dim(0);
+    DI_CHECK(2 * R <= hd, ErrorCode::kInvalidArgument,
+             "{}: inv_freq {} rotates {} dims but heads of q {} have only {}", op,
+             inv_freq.shape_str(), 2 * R, q.shape_str(), hd);
+  }
 
   // One descriptor per query row: its sequence's keys, and its key splits, chosen from that
   // sequence alone (the most keys any of its rows can see: the exact counts are on the device).
@@ -245,11 +270,40 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   const int64_t slots = part_rows * H;
   std::shared_ptr<void> workspace;
   if (slots > 0) workspace = scratch(static_cast<size_t>(slots * (hd + 2)) * sizeof(float));
+  // The output as the kernels write it: de-rotated and bf16 there where they store pairs of dims
+  // (an even hd, out aligned to two elements), else fp32 (into a scratch buffer for a bf16 out)
+  // rotated and cast after.
+  const bool bf16_out = out.dtype() == DType::kBF16;
+  const bool in_kernel =
+      hd % 2 == 0 && reinterpret_cast<uintptr_t>(out.data()) % (bf16_out ? 4 : 8) == 0;
+  std::shared_ptr<void> f32_out;
+  AttnOutput dst;
+  dst.pairs = in_kernel;
+  if (in_kernel && bf16_out) {
+    dst.out_bf16 = out.data_as<uint16_t>();
+  } else if (bf16_out) {
+    f32_out = scratch(static_cast<size_t>(M * H * hd) * sizeof(float));
+    dst.out = static_cast<float*>(f32_out.get());
+  } else {
+    dst.out = out.data_as<float>();
+  }
+  if (derotate && in_kernel) {
+    dst.rope_pos = positions.data_as<int32_t>();
+    dst.rope_freq = inv_freq.data_as<float>();
+    dst.rope_R = R;
+  }
   check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, groups_per_block, blocks, uniform,
                          slots > 0, window, list, count, Kmax, sinks.data_as<float>(), scale,
-                         static_cast<float*>(workspace.get()), slots, out.data_as<float>(),
-                         ctx_->error_word(), ctx_->stream()),
+                         static_cast<float*>(workspace.get()), slots, dst, ctx_->error_word(),
+                         ctx_->stream()),
         op);
+  if (in_kernel) return;
+  if (derotate)
+    check(launch_rope(dst.out, M, H, hd, positions.data_as<int32_t>(), inv_freq.data_as<float>(), R,
+                      true, ctx_->stream()),
+          op);
+  if (bf16_out)
+    check(launch_f32_to_bf16(dst.out, out.data_as<uint16_t>(), M * H * hd, ctx_->stream()), op);
 }
 
 void CudaBackend::indexer_scores(const TensorView& q, const TensorView& k, const TensorView& w,

@@ -59,11 +59,6 @@ using Narrow = TileShape<16, 64, 1, 4, 4>;
 // 4096-wide output still spreads over 256 blocks with ~14 KB of weights in flight each.
 using Thin = TileShape<16, 16, 1, 1, 8>;
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  return static_cast<uint32_t>(f32_to_bf16_bits(lo)) |
-         (static_cast<uint32_t>(f32_to_bf16_bits(hi)) << 16);
-}
-
 // kUp / kDown: the experts' two GEMMs over the plan's tiles. kDense: one plain product out[M, N]
 // (+)= x[M, K] w[N, K]^T of bf16 x (cp.async-staged like down's activations; staging fp32 rows
 // through registers a stage ahead left a decode row's product latency-bound), batched over

@@ -132,12 +132,25 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
 // row's blocks then ceil(H / (16 groups_per_block)) * splits; a head's result is the same either
 // way.
 int attention_groups_per_block(int64_t M, int64_t H, int num_sms);
+// Where launch_attention writes out [M, H, hd]: fp32 `out` or bf16 `out_bf16` (exactly one; bf16
+// for the product that reads it, which would round it so anyway), and with rope_pos set each
+// head's trailing 2 * rope_R dims rotated back by rope_pos[m] * rope_freq[i] (rope(out, ...,
+// inverse) of kernels_dense.cu, the same bits) before they are stored. bf16 and the rotation
+// store pairs of dims: they need `pairs` (an even hd and an out aligned to two elements).
+struct AttnOutput {
+  float* out = nullptr;
+  uint16_t* out_bf16 = nullptr;
+  bool pairs = false;
+  const int32_t* rope_pos = nullptr;
+  const float* rope_freq = nullptr;
+  int64_t rope_R = 0;
+};
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
                              int groups_per_block, int64_t blocks, bool rows_uniform,
                              bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
-                             float* workspace, int64_t partial_slots, float* out, int32_t* err,
-                             cudaStream_t stream);
+                             float* workspace, int64_t partial_slots, const AttnOutput& out,
+                             int32_t* err, cudaStream_t stream);
 // scores[m, e] = scale * sum_h w[m, h] * relu(dots[m, h, e]) for e < visible[m], else -inf.
 // dots [M, nh, E] are the per-head q . k products (a GEMM).
 cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,

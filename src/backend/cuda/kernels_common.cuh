@@ -36,6 +36,12 @@ __device__ __forceinline__ uint16_t f32_to_bf16_bits(float v) {
   return *reinterpret_cast<const uint16_t*>(&b);
 }
 
+// Two values rounded to bf16, lo in the low half (a 32-bit store of two adjacent elements).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  return static_cast<uint32_t>(f32_to_bf16_bits(lo)) |
+         (static_cast<uint32_t>(f32_to_bf16_bits(hi)) << 16);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -72,6 +78,33 @@ __device__ __forceinline__ float block_max(float v, float* red) {
 
 __device__ __forceinline__ float sigmoidf_(float x) {
   return 1.f / (1.f + expf(-x));
+}
+
+// RoPE: the cosine and (sign times) the sine of pos * freq (fp32 angle like the reference, cos /
+// sin in double as the CPU backend does), and the rotation of one pair (a, b) by them. Every
+// kernel rotating pairs goes through these two, so that they give the same bits; sign -1: the
+// inverse rotation.
+__device__ __forceinline__ void rope_cos_sin(int32_t pos, float freq, float sign, float* cf,
+                                             float* sf) {
+  const float ang = static_cast<float>(pos) * freq;
+  double s, c;
+  sincos(static_cast<double>(ang), &s, &c);
+  *cf = static_cast<float>(c);
+  *sf = sign * static_cast<float>(s);
+}
+__device__ __forceinline__ void rotate_by(float& a, float& b, float cf, float sf) {
+  // Rounded products and sums, never contracted into FMAs: the plain expression let the
+  // compiler pick a different contraction in different kernels (the attention's de-rotation
+  // against rope_kernel's), and this is what the CPU backend computes.
+  const float x = a, y = b;
+  a = __fsub_rn(__fmul_rn(x, cf), __fmul_rn(y, sf));
+  b = __fadd_rn(__fmul_rn(y, cf), __fmul_rn(x, sf));
+}
+__device__ __forceinline__ void rotate_pair(float& a, float& b, int32_t pos, float freq,
+                                            float sign) {
+  float cf, sf;
+  rope_cos_sin(pos, freq, sign, &cf, &sf);
+  rotate_by(a, b, cf, sf);
 }
 
 // A strict total order as one 64-bit key, larger = earlier: the value (NaN lowest, -0 == +0),

@@ -86,20 +86,6 @@ __device__ __forceinline__ float4 scale4(const float4& v, float inv, const float
   return make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
 }
 
-// The rotation of one RoPE pair (a, b) by pos * freq (fp32 angle like the reference, cos / sin
-// in double as the CPU backend does), shared by every kernel rotating pairs so that they give
-// the same bits. sign -1: the inverse rotation.
-__device__ __forceinline__ void rotate_pair(float& a, float& b, int32_t pos, float freq,
-                                            float sign) {
-  const float ang = static_cast<float>(pos) * freq;
-  double s, c;
-  sincos(static_cast<double>(ang), &s, &c);
-  const float cf = static_cast<float>(c), sf = sign * static_cast<float>(s);
-  const float x = a, y = b;
-  a = x * cf - y * sf;
-  b = y * cf + x * sf;
-}
-
 // One block per row, one float4 per thread (D % 4 == 0, 16-byte aligned rows, D <= 4096): a
 // row's loads all in flight at once (a 4096-wide decode row in one round trip instead of 16).
 // The whole row is read before any write, so out may be x. With pos, RoPE on each row's

@@ -87,11 +87,43 @@ struct AttnParams {
   int64_t Kmax;
   const float* sinks;
   float scale;
-  float* out;
   float* part_o;   // [slot][hd]; slot = part_off * H + h * splits + split
   float* part_ml;  // [slot][2]: running max, running sum
   int32_t* err;
+  AttnOutput o;  // out: fp32 (o.out) or bf16, de-rotated or not
 };
+
+// The shared memory of a block: Q and a key chunk as hi / lo halves, the warps' partial scores,
+// the chunk's key pointers, `raw` (G == 2: the next chunk's fp32 keys or halves) and the RoPE
+// table of the query's position (cos then sin of each pair, for the output's de-rotation).
+template <int NT>
+constexpr size_t attn_raw_bytes() {
+  constexpr size_t ld = 32 * NT + kPad;
+  return std::max(kChunk * 32 * NT * sizeof(float), 2 * kChunk * ld * sizeof(__half));
+}
+template <int NT, int G>
+constexpr size_t attn_smem_bytes() {
+  constexpr size_t ld = 32 * NT + kPad;
+  return 2 * (kHeads * G + kChunk) * ld * sizeof(__half) + G * kWarps * 16 * 32 * 4 +
+         2 * kChunk * sizeof(const float*) + (G == 2 ? attn_raw_bytes<NT>() : 0) +
+         2 * 16 * NT * sizeof(float);
+}
+
+// The de-rotation's table for position pos: cos of each pair, then its sin. Not inlined: the
+// double-precision sincos inline cost the kernel 44 registers.
+__device__ __noinline__ void rope_table(int32_t pos, const float* freq, int64_t R, float* cs) {
+  for (int64_t i = threadIdx.x; i < R; i += blockDim.x)
+    rope_cos_sin(pos, freq[i], -1.f, &cs[i], &cs[R + i]);
+}
+
+// Stores output dims (d, d + 1) of the head at `at` (d even, d + 1 < hd), fp32 or bf16.
+__device__ __forceinline__ void store_out_pair(const AttnOutput& o, int64_t at, int d, float v0,
+                                               float v1) {
+  if (o.out_bf16)
+    *reinterpret_cast<uint32_t*>(o.out_bf16 + at + d) = pack_bf16(v0, v1);
+  else
+    *reinterpret_cast<float2*>(o.out + at + d) = make_float2(v0, v1);
+}
 
 // The row whose blocks include block b (rows' first_block ascend).
 __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
@@ -120,6 +152,8 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
   float* sp = reinterpret_cast<float*>(ks0 + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
   const float** kptr = reinterpret_cast<const float**>(sp + G * kWarps * 16 * 32);  // [2][32]
   float* raw = reinterpret_cast<float*>(kptr + 2 * kChunk);  // G == 2: fp32 keys / 2nd key buffer
+  float* rope_cs = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(raw) +
+                                            (G == 2 ? attn_raw_bytes<NT>() : 0));  // [2][hdp / 2]
 
   const int64_t m =
       p.blocks_per_row > 0 ? blockIdx.x / p.blocks_per_row : row_of_block(p.rows, p.M, blockIdx.x);
@@ -401,6 +435,12 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
     }
   }
 
+  // The de-rotation's table, for rows written here (split rows are de-rotated as they merge).
+  const bool derotate = p.o.rope_pos != nullptr && splits == 1;
+  if (derotate) {
+    rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
+    __syncthreads();
+  }
   // Rows gr, gr + 8 = heads h0 + gr, h0 + gr + 8; columns 2 tq, 2 tq + 1 of each dim tile.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -413,15 +453,31 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
       den = run_sum[r] * w + expf(sink - mx);
     }
     const int64_t slot = row.part_off * p.H + h * splits + split;
-    float* dst = splits == 1 ? p.out + (m * p.H + h) * hd : p.part_o + slot * hd;
     const float mul = w / den;
+    if (splits == 1 && p.o.pairs) {  // pairs (d, d + 1) whole: de-rotated, fp32 or bf16
+      const int64_t at = (m * p.H + h) * hd;
+      const int first = derotate ? static_cast<int>(hd - 2 * p.o.rope_R) : hdp;
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int64_t d = wq * wdims + t * 8 + tq * 2 + i;
-        if (d < hd) dst[d] = o[t][2 * r + i] * mul;
+      for (int t = 0; t < NT; ++t) {
+        const int d = wq * wdims + t * 8 + tq * 2;
+        if (d >= hd) continue;
+        float v0 = o[t][2 * r] * mul, v1 = o[t][2 * r + 1] * mul;
+        if (d >= first) {
+          const int i = (d - first) / 2;
+          rotate_by(v0, v1, rope_cs[i], rope_cs[p.o.rope_R + i]);
+        }
+        store_out_pair(p.o, at, d, v0, v1);
       }
+    } else {  // fp32 only (launch_attention): the partials, or not by pairs
+      float* dst = splits == 1 ? p.o.out + (m * p.H + h) * hd : p.part_o + slot * hd;
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int64_t d = wq * wdims + t * 8 + tq * 2 + i;
+          if (d < hd) dst[d] = o[t][2 * r + i] * mul;
+        }
+    }
     if (splits > 1 && wq == 0 && tq == 0) {
       float* ml = p.part_ml + slot * 2;
       ml[0] = run_max[r];
@@ -431,10 +487,10 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
 }
 
 // One block per (query, head) of the rows with splits > 1: merges the splits' partials and the
-// sink.
+// sink, then writes the head like the main kernel's one-split rows (store_out_pair).
 __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* part_o,
                                              const float* part_ml, int64_t hd, const float* sinks,
-                                             int64_t H, float* out) {
+                                             int64_t H, AttnOutput out) {
   wait_for_prior_grid();
   const int64_t mh = blockIdx.x, m = mh / H, h = mh % H;
   const int splits = rows[m].splits;
@@ -447,23 +503,31 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
   for (int s = 0; s < splits; ++s)
     if (ml[2 * s] != neg_inf()) den += ml[2 * s + 1] * expf(ml[2 * s] - mx);
   const float inv = 1.f / den;
-  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+  auto value = [&](int64_t d) {
     float o = 0.f;
     for (int s = 0; s < splits; ++s)
       if (ml[2 * s] != neg_inf()) o += part_o[(slot0 + s) * hd + d] * expf(ml[2 * s] - mx);
-    out[mh * hd + d] = o * inv;
+    return o * inv;
+  };
+  if (!out.pairs) {  // fp32 only (launch_attention)
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) out.out[mh * hd + d] = value(d);
+    return;
+  }
+  const int64_t first = hd - 2 * out.rope_R;
+  for (int d = 2 * threadIdx.x; d < hd; d += 2 * blockDim.x) {
+    float v0 = value(d), v1 = value(d + 1);
+    if (out.rope_pos && d >= first) {
+      float cf, sf;
+      rope_cos_sin(out.rope_pos[m], out.rope_freq[(d - first) / 2], -1.f, &cf, &sf);
+      rotate_by(v0, v1, cf, sf);
+    }
+    store_out_pair(out, mh * hd, d, v0, v1);
   }
 }
 
 template <int NT, int G>
 cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
-  constexpr int ld = 32 * NT + kPad;
-  // G == 2: `raw`, the next chunk's fp32 keys or its halves (a second key buffer).
-  constexpr size_t raw_bytes =
-      std::max(kChunk * 32 * NT * sizeof(float), 2 * kChunk * ld * sizeof(__half));
-  constexpr size_t bytes = 2 * (kHeads * G + kChunk) * ld * sizeof(__half) +
-                           G * kWarps * 16 * 32 * 4 + 2 * kChunk * sizeof(const float*) +
-                           (G == 2 ? raw_bytes : 0);
+  constexpr size_t bytes = attn_smem_bytes<NT, G>();
   static const cudaError_t attr =
       cudaFuncSetAttribute(flash_attention_kernel<NT, G>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
@@ -506,9 +570,17 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                              int groups_per_block, int64_t blocks, bool rows_uniform,
                              bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
-                             float* workspace, int64_t partial_slots, float* out, int32_t* err,
-                             cudaStream_t stream) {
+                             float* workspace, int64_t partial_slots, const AttnOutput& out,
+                             int32_t* err, cudaStream_t stream) {
   if (M <= 0 || H <= 0) return cudaSuccess;
+  // Exactly one output; bf16 and the de-rotation write whole pairs (AttnOutput).
+  const uintptr_t at = reinterpret_cast<uintptr_t>(
+      out.out ? static_cast<const void*>(out.out) : static_cast<const void*>(out.out_bf16));
+  if ((out.out == nullptr) == (out.out_bf16 == nullptr) ||
+      (out.pairs && (hd % 2 != 0 || at % (out.out ? 8 : 4) != 0)) ||
+      ((out.out_bf16 || out.rope_pos) && !out.pairs) || out.rope_R < 0 || 2 * out.rope_R > hd ||
+      (out.rope_pos && (!out.rope_freq || out.rope_R == 0)))
+    return cudaErrorInvalidValue;
   const int64_t groups =
       (H + kHeads * groups_per_block - 1) / (kHeads * groups_per_block);  // per row and split
   if (hd < 1 || hd > kMaxAttnHeadDim || (groups_per_block != 1 && groups_per_block != 2) ||
@@ -516,12 +588,14 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
     return cudaErrorInvalidValue;
   if (any_split && !workspace) return cudaErrorInvalidValue;
   const int64_t blocks_per_row = rows_uniform && blocks % M == 0 ? blocks / M : 0;
-  const AttnParams p{q,      M,         H,
-                     hd,     rows,      blocks_per_row,
-                     window, list,      count,
-                     Kmax,   sinks,     scale,
-                     out,    workspace, any_split ? workspace + partial_slots * hd : nullptr,
-                     err};
+  const AttnParams p{q,         M,
+                     H,         hd,
+                     rows,      blocks_per_row,
+                     window,    list,
+                     count,     Kmax,
+                     sinks,     scale,
+                     workspace, any_split ? workspace + partial_slots * hd : nullptr,
+                     err,       out};
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)

@@ -282,7 +282,8 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   b.rms_norm_rope(kv_raw.view().reshape({T, 1, hd}), w.kv_norm, eps, in.positions_dev, inv_freq,
                   kv.view().reshape({T, 1, hd}));
 
-  Tensor attn = b.empty({T, H, hd});
+  // The heads in the dtype of wo_a's weights (bf16 on a GPU: the product rounds them so anyway).
+  Tensor attn = b.empty({T, H, hd}, b.weight_dtype());
   LayerRows rows;
   if (w.has_compressor)
     rows = project_layer_rows(b, c, w, layer, xp, qr, in, weights.inv_freq_compress);
@@ -303,10 +304,10 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   // Holds the decode rows' comp_idx (keys views it) until the attention below is queued.
   const Tensor decode_idx =
       select_keys_of_decode_rows(b, c, rows, layer, in, work, first_key, keys);
-  b.attention_batch(q3, keys, c.sliding_window, w.sinks, 1.0f / std::sqrt(static_cast<float>(hd)),
-                    attn);
-  // K = V carried RoPE into the output's rope dims: rotate back to the query's frame.
-  b.rope(attn, in.positions_dev, inv_freq, true);
+  // K = V carried RoPE into the output's rope dims: rotated back to the query's frame as written.
+  b.attention_batch_derotated(q3, keys, c.sliding_window, w.sinks,
+                              1.0f / std::sqrt(static_cast<float>(hd)), in.positions_dev, inv_freq,
+                              attn);
 
   // Grouped low-rank output projection.
   const int G = c.o_groups;
