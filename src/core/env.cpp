@@ -25,6 +25,11 @@ constexpr VarSpec kVars[] = {
     {"DEEPINFER_CUDA_SYNC", VarType::kBool, "0",
      "CUDA backend: synchronise after every op so an error names the op that raised it (slow; "
      "for debugging)."},
+    {"DEEPINFER_ATTENTION_PAIR_BLOCKS", VarType::kInt, "32",
+     "CUDA backend: attention blocks serve two 16-head groups of a query (its key chunks staged "
+     "once for 32 heads, the next one streamed in while the current one computes) when the "
+     "call's one-group grid has at least this many blocks per SM; 0: always. The same bits "
+     "either way. For tuning."},
     {"DEEPINFER_CUDA_CLUSTER_SPLIT", VarType::kBool, "1",
      "CUDA backend: a decode product whose K is split into 2-8 segments runs each output "
      "tile's segments as one thread block cluster where the grid's clusters are all resident "

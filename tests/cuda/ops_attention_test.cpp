@@ -136,6 +136,9 @@ TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
   // Keys per query <= 128: one key split at every call size, so the rows can match bitwise.
   const int64_t M = 1100, H = 64, window = 96, E = 300, K = 32, S = 200;
   const int sms = cuda::list_devices().at(0).multiprocessors;
+  // Pairs from 32 one-group blocks per SM on (1056 rows here), so that the 200-row calls run one
+  // group per block; restored at the end.
+  cuda::set_attention_pair_blocks(32);
   ASSERT_EQ(2, cuda::attention_groups_per_block(M, H, sms));
   ASSERT_EQ(1, cuda::attention_groups_per_block(S, H, sms));
   ASSERT_EQ(1, cuda::attention_splits(S, H, window + K, sms));
@@ -197,6 +200,7 @@ TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
                              H * hd * sizeof(float)))
         << "hd " << hd << ": the decode row differs from the same query in the prefill";
   }
+  cuda::set_attention_pair_blocks(cuda::kAttentionPairBlocksPerSm);
 }
 
 // Several sequences in one attention_batch call (a decode step's batch, plus a prefill-like

@@ -544,11 +544,21 @@ cudaError_t launch_nt(const AttnParams& p, int groups_per_block, unsigned blocks
 
 }  // namespace
 
+namespace {
+int64_t pair_blocks_per_sm = kAttentionPairBlocksPerSm;
+}  // namespace
+
+void set_attention_pair_blocks(int64_t per_sm) {
+  pair_blocks_per_sm = std::max<int64_t>(per_sm, 0);
+}
+
 int attention_groups_per_block(int64_t M, int64_t H, int num_sms) {
   const int64_t groups = (H + kHeads - 1) / kHeads;
-  // Pairs where there are 16 blocks per SM or more even so (prefill).
-  return groups >= 2 && M * groups >= 32 * static_cast<int64_t>(num_sms > 0 ? num_sms : 132) ? 2
-                                                                                             : 1;
+  // Pairs where the one-group grid has pair_blocks_per_sm blocks per SM or more (prefill).
+  return groups >= 2 && M * groups >=
+                            pair_blocks_per_sm * static_cast<int64_t>(num_sms > 0 ? num_sms : 132)
+             ? 2
+             : 1;
 }
 
 int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
