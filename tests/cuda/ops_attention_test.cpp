@@ -205,7 +205,8 @@ TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
 
 // Several sequences in one attention_batch call (a decode step's batch, plus a prefill-like
 // segment): each segment's rows match the CPU's attention of that segment, and are bitwise what
-// the GPU gives the segment alone (a sequence's numbers do not depend on its companions).
+// the GPU gives the segment alone (a sequence's numbers do not depend on its companions), and
+// what blocks of head-group pairs give them (rows with key splits included).
 TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
   SEED_TRACE();
   Rng rng;
@@ -258,6 +259,13 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
   Tensor out = dev_poisoned(*gpu, {M, H, hd});
   gpu->attention_batch(dq, dsegs, window, dsinks, scale, out);
   const Tensor got = to_host(*gpu, out);
+  const int sms = cuda::list_devices().at(0).multiprocessors;
+  ASSERT_EQ(1, cuda::attention_groups_per_block(M, H, sms));
+  cuda::set_attention_pair_blocks(0);  // pairs for any call
+  Tensor paired = dev_poisoned(*gpu, {M, H, hd});
+  gpu->attention_batch(dq, dsegs, window, dsinks, scale, paired);
+  cuda::set_attention_pair_blocks(cuda::kAttentionPairBlocksPerSm);
+  EXPECT_TRUE(floats(got) == floats(to_host(*gpu, paired))) << "one group per block vs pairs";
   for (size_t i = 0; i < segs.size(); ++i) {
     const Seg& g = segs[i];
     if (g.S == 0) continue;
