@@ -274,11 +274,9 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   // (an even hd, out aligned to two elements), else fp32 (into a scratch buffer for a bf16 out)
   // rotated and cast after.
   const bool bf16_out = out.dtype() == DType::kBF16;
-  const bool in_kernel =
-      hd % 2 == 0 && reinterpret_cast<uintptr_t>(out.data()) % (bf16_out ? 4 : 8) == 0;
+  const bool in_kernel = attention_stores_pairs(hd, out.data(), bf16_out);
   std::shared_ptr<void> f32_out;
   AttnOutput dst;
-  dst.pairs = in_kernel;
   if (in_kernel && bf16_out) {
     dst.out_bf16 = out.data_as<uint16_t>();
   } else if (bf16_out) {

@@ -142,15 +142,19 @@ void set_attention_pair_blocks(int64_t per_sm);
 // for the product that reads it, which would round it so anyway), and with rope_pos set each
 // head's trailing 2 * rope_R dims rotated back by rope_pos[m] * rope_freq[i] (rope(out, ...,
 // inverse) of kernels_dense.cu, the same bits) before they are stored. bf16 and the rotation
-// store pairs of dims: they need `pairs` (an even hd and an out aligned to two elements).
+// store pairs of dims: they need attention_stores_pairs.
 struct AttnOutput {
   float* out = nullptr;
   uint16_t* out_bf16 = nullptr;
-  bool pairs = false;
   const int32_t* rope_pos = nullptr;
   const float* rope_freq = nullptr;
   int64_t rope_R = 0;
 };
+// Whether the kernels store out's heads by pairs of dims: an even hd and out aligned to two
+// elements (fp32, or bf16).
+inline bool attention_stores_pairs(int64_t hd, const void* out, bool bf16) {
+  return hd % 2 == 0 && reinterpret_cast<uintptr_t>(out) % (bf16 ? 4 : 8) == 0;
+}
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
                              int groups_per_block, int64_t blocks, bool rows_uniform,
                              bool any_split, int64_t window, const int32_t* list,

@@ -91,6 +91,7 @@ struct AttnParams {
   float* part_ml;  // [slot][2]: running max, running sum
   int32_t* err;
   AttnOutput o;  // out: fp32 (o.out) or bf16, de-rotated or not
+  bool pairs;    // attention_stores_pairs
 };
 
 // The shared memory of a block: Q and a key chunk as hi / lo halves, the warps' partial scores,
@@ -456,7 +457,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
     }
     const int64_t slot = row.part_off * p.H + h * splits + split;
     const float mul = w / den;
-    if (splits == 1 && p.o.pairs) {  // pairs (d, d + 1) whole: de-rotated, fp32 or bf16
+    if (splits == 1 && p.pairs) {  // pairs (d, d + 1) whole: de-rotated, fp32 or bf16
       const int64_t at = (m * p.H + h) * hd;
       const int first = derotate ? static_cast<int>(hd - 2 * p.o.rope_R) : hdp;
 #pragma unroll
@@ -492,7 +493,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
 // sink, then writes the head like the main kernel's one-split rows (store_out_pair).
 __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* part_o,
                                              const float* part_ml, int64_t hd, const float* sinks,
-                                             int64_t H, AttnOutput out) {
+                                             int64_t H, AttnOutput out, bool pairs) {
   wait_for_prior_grid();
   const int64_t mh = blockIdx.x, m = mh / H, h = mh % H;
   const int splits = rows[m].splits;
@@ -511,7 +512,7 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
       if (ml[2 * s] != neg_inf()) o += part_o[(slot0 + s) * hd + d] * expf(ml[2 * s] - mx);
     return o * inv;
   };
-  if (!out.pairs) {  // fp32 only (launch_attention)
+  if (!pairs) {  // fp32 only (launch_attention)
     for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) out.out[mh * hd + d] = value(d);
     return;
   }
@@ -585,12 +586,11 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                              float* workspace, int64_t partial_slots, const AttnOutput& out,
                              int32_t* err, cudaStream_t stream) {
   if (M <= 0 || H <= 0) return cudaSuccess;
-  // Exactly one output; bf16 and the de-rotation write whole pairs (AttnOutput).
-  const uintptr_t at = reinterpret_cast<uintptr_t>(
-      out.out ? static_cast<const void*>(out.out) : static_cast<const void*>(out.out_bf16));
+  // Exactly one output; bf16 and the de-rotation write whole pairs.
+  const bool pairs = attention_stores_pairs(
+      hd, out.out ? static_cast<const void*>(out.out) : out.out_bf16, out.out_bf16 != nullptr);
   if ((out.out == nullptr) == (out.out_bf16 == nullptr) ||
-      (out.pairs && (hd % 2 != 0 || at % (out.out ? 8 : 4) != 0)) ||
-      ((out.out_bf16 || out.rope_pos) && !out.pairs) || out.rope_R < 0 || 2 * out.rope_R > hd ||
+      ((out.out_bf16 || out.rope_pos) && !pairs) || out.rope_R < 0 || 2 * out.rope_R > hd ||
       (out.rope_pos && (!out.rope_freq || out.rope_R == 0)))
     return cudaErrorInvalidValue;
   const int64_t groups =
@@ -607,7 +607,8 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                      count,     Kmax,
                      sinks,     scale,
                      workspace, any_split ? workspace + partial_slots * hd : nullptr,
-                     err,       out};
+                     err,       out,
+                     pairs};
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)
@@ -620,7 +621,7 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
     e = launch_nt<16>(p, groups_per_block, nblocks, stream);
   if (e != cudaSuccess || !any_split) return e;
   return launch_kernel(flash_attention_merge_kernel, static_cast<unsigned>(M * H), 128, 0, stream,
-                       rows, p.part_o, p.part_ml, hd, sinks, H, out);
+                       rows, p.part_o, p.part_ml, hd, sinks, H, out, pairs);
 }
 
 namespace {
