@@ -25,7 +25,7 @@ constexpr VarSpec kVars[] = {
     {"DEEPINFER_CUDA_SYNC", VarType::kBool, "0",
      "CUDA backend: synchronise after every op so an error names the op that raised it (slow; "
      "for debugging)."},
-    {"DEEPINFER_ATTENTION_PAIR_BLOCKS", VarType::kInt, "32",
+    {"DEEPINFER_ATTENTION_PAIR_BLOCKS", VarType::kInt, "1",
      "CUDA backend: attention blocks serve two 16-head groups of a query (its key chunks staged "
      "once for 32 heads, the next one streamed in while the current one computes) when the "
      "call's one-group grid has at least this many blocks per SM; 0: always. The same bits "

@@ -94,13 +94,13 @@ TEST(LaunchPlans, DecodeAttentionAndExpertShapes) {
   EXPECT_EQ(attention_splits(256, 64, 640, 132), 1);        // the rows fill the device
   EXPECT_LE(attention_splits(1, 16, 1 << 20, 132), 64);     // at most 64
   EXPECT_EQ(attention_groups_per_block(1, 64, 132), 1);     // decode: one group per block
-  EXPECT_EQ(attention_groups_per_block(1055, 64, 132), 1);  // pairs from 32 blocks per SM
-  EXPECT_EQ(attention_groups_per_block(1056, 64, 132), 2);
+  EXPECT_EQ(attention_groups_per_block(32, 64, 132), 1);    // ... below one block per SM
+  EXPECT_EQ(attention_groups_per_block(33, 64, 132), 2);    // pairs from one block per SM
   EXPECT_EQ(attention_groups_per_block(4096, 64, 132), 2);  // prefill: pairs
   EXPECT_EQ(attention_groups_per_block(4096, 16, 132), 1);  // one group only
-  set_attention_pair_blocks(1);  // DEEPINFER_ATTENTION_PAIR_BLOCKS=1: from one block per SM
-  EXPECT_EQ(attention_groups_per_block(32, 64, 132), 1);
-  EXPECT_EQ(attention_groups_per_block(33, 64, 132), 2);
+  set_attention_pair_blocks(32);  // DEEPINFER_ATTENTION_PAIR_BLOCKS=32: prefill-sized calls only
+  EXPECT_EQ(attention_groups_per_block(1055, 64, 132), 1);
+  EXPECT_EQ(attention_groups_per_block(1056, 64, 132), 2);
   set_attention_pair_blocks(0);  // always
   EXPECT_EQ(attention_groups_per_block(1, 64, 132), 2);
   EXPECT_EQ(attention_groups_per_block(1, 16, 132), 1);

@@ -134,9 +134,9 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
 int attention_groups_per_block(int64_t M, int64_t H, int num_sms);
 // Pairs where a call's one-group grid (M x ceil(H / 16) blocks) has at least this many blocks per
 // SM (DEEPINFER_ATTENTION_PAIR_BLOCKS; 0: always). The same bits either way.
-// 32: prefill-sized calls. 1 (decode batches from 33 rows on) measured 0.5-1.2% faster decode
-// steps at batch 64 / 128 (docs/perf.md), not yet the default: the GPU suite has not run with it.
-inline constexpr int64_t kAttentionPairBlocksPerSm = 32;
+// 1: decode batches from 33 rows on and prefill (0.5-1.2% faster decode steps at batch 64 / 128
+// than 32, prefill-sized calls only; batch 1 keeps twice the blocks: docs/perf.md).
+inline constexpr int64_t kAttentionPairBlocksPerSm = 1;
 void set_attention_pair_blocks(int64_t per_sm);
 // Where launch_attention writes out [M, H, hd]: fp32 `out` or bf16 `out_bf16` (exactly one; bf16
 // for the product that reads it, which would round it so anyway), and with rope_pos set each
