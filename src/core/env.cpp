@@ -30,6 +30,11 @@ constexpr VarSpec kVars[] = {
      "once for 32 heads, the next one streamed in while the current one computes) when the "
      "call's one-group grid has at least this many blocks per SM; 0: always. The same bits "
      "either way. For tuning."},
+    {"DEEPINFER_ATTENTION_SPLIT_KEYS", VarType::kInt, "128",
+     "CUDA backend: the fewest keys one block of a query's attention takes when its keys are "
+     "split over several blocks (flash decoding; rounded up to 32-key chunks). Chosen per "
+     "sequence (a sequence's bits do not depend on its batch), so smaller values speed up "
+     "batch-1 decode and slow larger batches. For tuning."},
     {"DEEPINFER_CUDA_CLUSTER_SPLIT", VarType::kBool, "1",
      "CUDA backend: a decode product whose K is split into 2-8 segments runs each output "
      "tile's segments as one thread block cluster where the grid's clusters are all resident "

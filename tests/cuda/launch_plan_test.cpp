@@ -90,9 +90,17 @@ TEST(LaunchPlans, DecodeAttentionAndExpertShapes) {
   // splits of 4 head groups: 8 blocks), a CSA row 128 + 512 (5 splits: 20 blocks).
   EXPECT_EQ(attention_splits(1, 64, 160, 132), 2);
   EXPECT_EQ(attention_splits(1, 64, 640, 132), 5);
-  EXPECT_EQ(attention_splits(1, 64, 32, 132), 1);           // one chunk
-  EXPECT_EQ(attention_splits(256, 64, 640, 132), 1);        // the rows fill the device
-  EXPECT_LE(attention_splits(1, 16, 1 << 20, 132), 64);     // at most 64
+  EXPECT_EQ(attention_splits(1, 64, 32, 132), 1);        // one chunk
+  EXPECT_EQ(attention_splits(256, 64, 640, 132), 1);     // the rows fill the device
+  EXPECT_LE(attention_splits(1, 16, 1 << 20, 132), 64);  // at most 64
+  set_attention_split_keys(32);  // DEEPINFER_ATTENTION_SPLIT_KEYS=32: a chunk per split
+  EXPECT_EQ(attention_splits(1, 64, 160, 132), 5);
+  EXPECT_EQ(attention_splits(1, 64, 640, 132), 20);
+  set_attention_split_keys(40);  // rounded up to whole chunks: 64
+  EXPECT_EQ(attention_splits(1, 64, 640, 132), 10);
+  set_attention_split_keys(0);  // at least one chunk
+  EXPECT_EQ(attention_splits(1, 64, 160, 132), 5);
+  set_attention_split_keys(kAttentionSplitKeys);
   EXPECT_EQ(attention_groups_per_block(1, 64, 132), 1);     // decode: one group per block
   EXPECT_EQ(attention_groups_per_block(32, 64, 132), 1);    // ... below one block per SM
   EXPECT_EQ(attention_groups_per_block(33, 64, 132), 2);    // pairs from one block per SM

@@ -171,6 +171,7 @@ CudaBackend::CudaBackend(int device)
   set_cluster_reductions(env::get_bool("DEEPINFER_CUDA_CLUSTER_SPLIT"));
   set_dense_resident_a(env::get_int("DEEPINFER_DENSE_RESIDENT_A"));
   set_attention_pair_blocks(env::get_int("DEEPINFER_ATTENTION_PAIR_BLOCKS"));
+  set_attention_split_keys(env::get_int("DEEPINFER_ATTENTION_SPLIT_KEYS"));
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
         "CUDA backend: compute capability");

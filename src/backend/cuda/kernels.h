@@ -120,8 +120,14 @@ cudaError_t launch_dedup_idx(const AttnRow* rows, int64_t M, int64_t Kmax, int64
 inline constexpr int64_t kMaxAttnHeadDim = 512;
 inline constexpr int kAttnHeadsPerBlock = 16;
 // Key splits for M queries of H heads with at most max_keys keys each: enough blocks to fill the
-// device (flash decoding), 1 when the queries alone do.
+// device (flash decoding), 1 when the queries alone do, each split at least
+// attention_split_keys keys.
 int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
+// The fewest keys a split takes (DEEPINFER_ATTENTION_SPLIT_KEYS, rounded up to whole 32-key
+// chunks). Splits are chosen per sequence, so every row of a decode batch splits alike: 32
+// took batch-1 decode 2.4% faster and batch 8-128 1-13% slower than 128 (docs/perf.md).
+inline constexpr int64_t kAttentionSplitKeys = 128;
+void set_attention_split_keys(int64_t keys);
 // Blocks of (query, 16 x groups_per_block heads, key split) on tensor cores (fp16 hi/lo operands,
 // fp32 accumulation), `blocks` in all (the rows' groups * splits; rows_uniform: every row has the
 // same splits, so row m's blocks start at m * blocks / M). Query m's keys: its window rows,

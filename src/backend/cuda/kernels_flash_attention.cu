@@ -27,9 +27,8 @@ namespace {
 
 constexpr int kHeads = kAttnHeadsPerBlock;  // heads per block (the mma M)
 constexpr int kChunk = 32;                  // keys per chunk
-constexpr int64_t kMinKeysPerSplit = 4 * kChunk;
-constexpr int kWarps = 4;  // per head group
-constexpr int kPad = 8;    // fp16 row padding: rows 16 bytes apart in the banks (ldmatrix)
+constexpr int kWarps = 4;                   // per head group
+constexpr int kPad = 8;  // fp16 row padding: rows 16 bytes apart in the banks (ldmatrix)
 
 // The keys a query sees, in order: window rows lo .. lo+nw-1 of win, then its compressed entries
 // (deduplicated list, or the prefix comp[0, nc)).
@@ -549,7 +548,12 @@ cudaError_t launch_nt(const AttnParams& p, int groups_per_block, unsigned blocks
 
 namespace {
 int64_t pair_blocks_per_sm = kAttentionPairBlocksPerSm;
+int64_t min_keys_per_split = kAttentionSplitKeys;
 }  // namespace
+
+void set_attention_split_keys(int64_t keys) {
+  min_keys_per_split = std::max<int64_t>((keys + kChunk - 1) / kChunk, 1) * kChunk;
+}
 
 void set_attention_pair_blocks(int64_t per_sm) {
   pair_blocks_per_sm = std::max<int64_t>(per_sm, 0);
@@ -570,10 +574,10 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
   const int64_t target = 3 * static_cast<int64_t>(num_sms > 0 ? num_sms : 132);
   if (blocks >= target || max_keys <= kChunk) return 1;
   int64_t splits = (target + blocks - 1) / blocks;
-  // At least kMinKeysPerSplit keys per split: splits are chosen per sequence (invariance), so in
-  // a decode batch every row splits; one 32-key chunk per block spent most of each block on
+  // At least min_keys_per_split keys per split: splits are chosen per sequence (invariance), so
+  // in a decode batch every row splits; one 32-key chunk per block spent most of each block on
   // staging q and the merge (batch 128: 10k blocks per layer).
-  const int64_t per_split_cap = (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  const int64_t per_split_cap = (max_keys + min_keys_per_split - 1) / min_keys_per_split;
   if (splits > per_split_cap) splits = per_split_cap;
   if (splits > 64) splits = 64;
   return static_cast<int>(splits < 1 ? 1 : splits);
