@@ -101,6 +101,12 @@ TEST(LaunchPlans, DecodeAttentionAndExpertShapes) {
   set_attention_split_keys(0);  // at least one chunk
   EXPECT_EQ(attention_splits(1, 64, 160, 132), 5);
   set_attention_split_keys(kAttentionSplitKeys);
+  // Two warps per dim quarter: one-group blocks, head dims past 64, one wave at most.
+  EXPECT_EQ(attention_quarter_warps(1, 512, 132, 132), 2);
+  EXPECT_EQ(attention_quarter_warps(1, 512, 133, 132), 1);
+  EXPECT_EQ(attention_quarter_warps(1, 128, 8, 132), 2);
+  EXPECT_EQ(attention_quarter_warps(1, 64, 8, 132), 1);
+  EXPECT_EQ(attention_quarter_warps(2, 512, 8, 132), 1);
   EXPECT_EQ(attention_groups_per_block(1, 64, 132), 1);     // decode: one group per block
   EXPECT_EQ(attention_groups_per_block(32, 64, 132), 1);    // ... below one block per SM
   EXPECT_EQ(attention_groups_per_block(33, 64, 132), 2);    // pairs from one block per SM

@@ -128,7 +128,7 @@ TEST_F(Attn, AttentionMatchesCpu) {
 
 // Prefill-sized calls (1100 queries of 64 heads) run blocks of two 16-head groups: their rows are
 // bitwise what a 200-row call gives them (one group per block; both many enough not to split
-// keys) and what a one-row call gives (a decode-sized grid), whether their keys were split to
+// keys) and what a one-row call gives (a decode-sized grid, two warps per dim quarter), whether their keys were split to
 // fp16 once for the call (prefill segments) or per chunk (decode rows beside them), and match the
 // CPU (hd 64; 512 is the V4-Flash shape, GPU only: the CPU reference would take minutes).
 TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
@@ -143,6 +143,11 @@ TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
   ASSERT_EQ(1, cuda::attention_groups_per_block(S, H, sms));
   ASSERT_EQ(1, cuda::attention_splits(S, H, window + K, sms));
   ASSERT_EQ(1, cuda::attention_splits(1, H, window + K, sms));
+  // The 200-row calls' one-group blocks (800) fill more than a wave: one warp per dim quarter;
+  // the one-row calls' (4) two, splitting each chunk's keys (hd 512; hd 64 keeps one).
+  ASSERT_EQ(1, cuda::attention_quarter_warps(1, 512, S * H / 16, sms));
+  ASSERT_EQ(2, cuda::attention_quarter_warps(1, 512, H / 16, sms));
+  ASSERT_EQ(1, cuda::attention_quarter_warps(1, 64, H / 16, sms));
   for (int64_t hd : {64, 512}) {
     Rng rng;
     const Tensor q = rand_host(rng, {M, H, hd}), win = rand_host(rng, {M, hd});

@@ -290,10 +290,11 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     dst.rope_freq = inv_freq.data_as<float>();
     dst.rope_R = R;
   }
-  check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, groups_per_block, blocks, uniform,
-                         slots > 0, window, list, count, Kmax, sinks.data_as<float>(), scale,
-                         static_cast<float*>(workspace.get()), slots, dst, ctx_->error_word(),
-                         ctx_->stream()),
+  const int quarter_warps = attention_quarter_warps(groups_per_block, hd, blocks, ctx_->num_sms());
+  check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, groups_per_block, quarter_warps,
+                         blocks, uniform, slots > 0, window, list, count, Kmax,
+                         sinks.data_as<float>(), scale, static_cast<float*>(workspace.get()), slots,
+                         dst, ctx_->error_word(), ctx_->stream()),
         op);
   if (in_kernel) return;
   if (derotate)

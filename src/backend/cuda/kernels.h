@@ -144,6 +144,11 @@ int attention_groups_per_block(int64_t M, int64_t H, int num_sms);
 // than 32, prefill-sized calls only; batch 1 keeps twice the blocks: docs/perf.md).
 inline constexpr int64_t kAttentionPairBlocksPerSm = 1;
 void set_attention_pair_blocks(int64_t per_sm);
+// Warps per quarter of the head dim in a launch's blocks (quarter_warps of launch_attention): 2
+// for one-group blocks of head dims past 64 whose grid fits one wave (a block per SM, bound by its
+// warps' instruction latency: decode at small batches), splitting the chunk's keys and the
+// quarter's output dims between them; else 1. The same bits either way.
+int attention_quarter_warps(int groups_per_block, int64_t hd, int64_t blocks, int num_sms);
 // Where launch_attention writes out [M, H, hd]: fp32 `out` or bf16 `out_bf16` (exactly one; bf16
 // for the product that reads it, which would round it so anyway), and with rope_pos set each
 // head's trailing 2 * rope_R dims rotated back by rope_pos[m] * rope_freq[i] (rope(out, ...,
@@ -162,8 +167,8 @@ inline bool attention_stores_pairs(int64_t hd, const void* out, bool bf16) {
   return hd % 2 == 0 && reinterpret_cast<uintptr_t>(out) % (bf16 ? 4 : 8) == 0;
 }
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
-                             int groups_per_block, int64_t blocks, bool rows_uniform,
-                             bool any_split, int64_t window, const int32_t* list,
+                             int groups_per_block, int quarter_warps, int64_t blocks,
+                             bool rows_uniform, bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
                              float* workspace, int64_t partial_slots, const AttnOutput& out,
                              int32_t* err, cudaStream_t stream);

@@ -141,13 +141,19 @@ __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
 }
 
 // Grid: per row, (block of G head groups g) x (split s) blocks; keys [j0, j1) of the query's key
-// set. NT = 8-dim output tiles per warp: the padded head dim is hdp = 32 * NT (each warp owns
-// 8 * NT dims).
-template <int NT, int G>
-__global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnParams p) {
+// set. The padded head dim is hdp = 32 * NT, a quarter of it (wdims = 8 * NT) per dim quarter.
+// KS warps share a quarter (KS = 2: one-group blocks, where a block has the SM to itself at decode
+// and its warps' instruction latency, not throughput, bounds it): each computes the partial
+// scores of its 16 of the chunk's 32 keys and owns 8 * NT / KS of the quarter's output dims.
+// Every score is the sum of the same quarters' partials, and every output dim the same mma chain,
+// for any KS: the same bits.
+template <int NT, int G, int KS>
+__global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(AttnParams p) {
   wait_for_prior_grid();
-  constexpr int kThreads = kWarps * 32 * G, kBlockHeads = kHeads * G;
+  constexpr int kThreads = kWarps * 32 * G * KS, kBlockHeads = kHeads * G;
   constexpr int hdp = 32 * NT, ld = hdp + kPad, wdims = 8 * NT;
+  constexpr int kOwnTiles = NT / KS, kKeyTiles = 4 / KS;  // per warp: 8-dim output, 8-key tiles
+  static_assert(kOwnTiles % 2 == 0 && kKeyTiles % 2 == 0, "tiles go by pairs");
   extern __shared__ __align__(16) unsigned char smem[];
   __half* qs = reinterpret_cast<__half*>(smem);                 // [2][16 G][ld]: hi, lo
   __half* ks0 = qs + 2 * kBlockHeads * ld;                      // [2][32][ld]: hi, lo
@@ -165,9 +171,11 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
   const int64_t split = local % splits, g = local / splits;
   const int64_t hd = p.hd;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int hg = warp / kWarps, wq = warp % kWarps;  // head group in the block, dim quarter
-  const int64_t h0 = g * kBlockHeads;                // the block's first head
-  const int gr = lane >> 2, tq = lane & 3;           // mma fragment row / column pair
+  // Head group in the block, dim quarter, and which of the quarter's KS warps.
+  const int hg = warp / (kWarps * KS), wq = warp % kWarps, kh = warp / kWarps % KS;
+  const int own0 = wq * wdims + kh * (wdims / KS);  // the warp's first output dim
+  const int64_t h0 = g * kBlockHeads;               // the block's first head
+  const int gr = lane >> 2, tq = lane & 3;          // mma fragment row / column pair
 
   const KeySet keys = key_set(m, hd, row, p.window, p.list, p.count, p.Kmax,
                               g == 0 && split == 0 && threadIdx.x == 0, p.err);
@@ -202,9 +210,9 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
     store_hi_lo(qs + r * ld + d, qs + (kBlockHeads + r) * ld + d, v);
   }
 
-  float o[NT][4];
+  float o[kOwnTiles][4];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
+  for (int t = 0; t < kOwnTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
   float run_max[2] = {neg_inf(), neg_inf()}, run_sum[2] = {0.f, 0.f};  // rows gr, gr + 8
 
   // Staging map: each thread copies 4 columns of every rstep-th key row.
@@ -334,10 +342,11 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
       __syncthreads();
     }
 
-    // Partial S [16 x 32] over this warp's dims: 4 key tiles of 8.
-    float s[4][4];
+    // Partial S [16 x 32 / KS] over this quarter's dims: the warp's key tiles of 8, from
+    // kh * kKeyTiles on.
+    float sk[kKeyTiles][4];
 #pragma unroll
-    for (int t = 0; t < 4; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+    for (int t = 0; t < kKeyTiles; ++t) sk[t][0] = sk[t][1] = sk[t][2] = sk[t][3] = 0.f;
     const int mat = lane >> 3, mrow = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < wdims / 16; ++kk) {
@@ -347,24 +356,29 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
       ldmatrix_x4(a, qs + qoff);
       ldmatrix_x4(al, qs + kBlockHeads * ld + qoff);
 #pragma unroll
-      for (int nt = 0; nt < 4; nt += 2) {
-        uint32_t b[4], bl[4];  // key tiles nt, nt + 1
-        const int koff = (nt * 8 + mrow + (mat >> 1) * 8) * ld + d0 + (mat & 1) * 8;
+      for (int nt = 0; nt < kKeyTiles; nt += 2) {
+        uint32_t b[4], bl[4];  // key tiles nt, nt + 1 of the warp's
+        const int koff =
+            ((kh * kKeyTiles + nt) * 8 + mrow + (mat >> 1) * 8) * ld + d0 + (mat & 1) * 8;
         ldmatrix_x4(b, ks + koff);
         ldmatrix_x4(bl, ks + kChunk * ld + koff);
-        mma_f16_16816(s[nt], a, b[0], b[1]);
-        mma_f16_16816(s[nt], a, bl[0], bl[1]);
-        mma_f16_16816(s[nt], al, b[0], b[1]);
-        mma_f16_16816(s[nt + 1], a, b[2], b[3]);
-        mma_f16_16816(s[nt + 1], a, bl[2], bl[3]);
-        mma_f16_16816(s[nt + 1], al, b[2], b[3]);
+        mma_f16_16816(sk[nt], a, b[0], b[1]);
+        mma_f16_16816(sk[nt], a, bl[0], bl[1]);
+        mma_f16_16816(sk[nt], al, b[0], b[1]);
+        mma_f16_16816(sk[nt + 1], a, b[2], b[3]);
+        mma_f16_16816(sk[nt + 1], a, bl[2], bl[3]);
+        mma_f16_16816(sk[nt + 1], al, b[2], b[3]);
       }
     }
+    const int quarter = hg * kWarps + wq;
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
+    for (int t = 0; t < kKeyTiles; ++t)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) sp[(warp * 16 + t * 4 + i) * 32 + lane] = s[t][i];
+      for (int i = 0; i < 4; ++i)
+        sp[(quarter * 16 + (kh * kKeyTiles + t) * 4 + i) * 32 + lane] = sk[t][i];
     __syncthreads();
+    // The whole chunk's scores in every warp of the head group: the quarters' partials in order.
+    float s[4][4];
 #pragma unroll
     for (int t = 0; t < 4; ++t)
 #pragma unroll
@@ -402,7 +416,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
       run_max[r] = nmax;
     }
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < kOwnTiles; ++t) {
       o[t][0] *= corr[0];
       o[t][1] *= corr[0];
       o[t][2] *= corr[1];
@@ -421,9 +435,9 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
         al[i] = pack_half2(pv[i][0] - hf.x, pv[i][1] - hf.y);
       }
 #pragma unroll
-      for (int t = 0; t < NT; t += 2) {
-        uint32_t b[4], bl[4];  // dim tiles t, t + 1
-        const int d0 = wq * wdims + t * 8;
+      for (int t = 0; t < kOwnTiles; t += 2) {
+        uint32_t b[4], bl[4];  // dim tiles t, t + 1 of the warp's
+        const int d0 = own0 + t * 8;
         const int voff = (kk * 16 + mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
         ldmatrix_x4_trans(b, ks + voff);
         ldmatrix_x4_trans(bl, ks + kChunk * ld + voff);
@@ -460,8 +474,8 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
       const int64_t at = (m * p.H + h) * hd;
       const int first = derotate ? static_cast<int>(hd - 2 * p.o.rope_R) : hdp;
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        const int d = wq * wdims + t * 8 + tq * 2;
+      for (int t = 0; t < kOwnTiles; ++t) {
+        const int d = own0 + t * 8 + tq * 2;
         if (d >= hd) continue;
         float v0 = o[t][2 * r] * mul, v1 = o[t][2 * r + 1] * mul;
         if (d >= first) {
@@ -473,14 +487,14 @@ __global__ void __launch_bounds__(kWarps * 32 * G) flash_attention_kernel(AttnPa
     } else {  // fp32 only (launch_attention): the partials, or not by pairs
       float* dst = splits == 1 ? p.o.out + (m * p.H + h) * hd : p.part_o + slot * hd;
 #pragma unroll
-      for (int t = 0; t < NT; ++t)
+      for (int t = 0; t < kOwnTiles; ++t)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          const int64_t d = wq * wdims + t * 8 + tq * 2 + i;
+          const int64_t d = own0 + t * 8 + tq * 2 + i;
           if (d < hd) dst[d] = o[t][2 * r + i] * mul;
         }
     }
-    if (splits > 1 && wq == 0 && tq == 0) {
+    if (splits > 1 && wq == 0 && kh == 0 && tq == 0) {
       float* ml = p.part_ml + slot * 2;
       ml[0] = run_max[r];
       ml[1] = run_sum[r];
@@ -527,21 +541,24 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
   }
 }
 
-template <int NT, int G>
+template <int NT, int G, int KS>
 cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
   constexpr size_t bytes = attn_smem_bytes<NT, G>();
   static const cudaError_t attr =
-      cudaFuncSetAttribute(flash_attention_kernel<NT, G>,
+      cudaFuncSetAttribute(flash_attention_kernel<NT, G, KS>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (attr != cudaSuccess) return attr;
-  return launch_kernel(flash_attention_kernel<NT, G>, blocks, kWarps * 32 * G, bytes, stream, p);
+  return launch_kernel(flash_attention_kernel<NT, G, KS>, blocks, kWarps * 32 * G * KS, bytes,
+                       stream, p);
 }
 
 template <int NT>
-cudaError_t launch_nt(const AttnParams& p, int groups_per_block, unsigned blocks,
+cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_warps, unsigned blocks,
                       cudaStream_t stream) {
-  return groups_per_block == 2 ? launch_nt_g<NT, 2>(p, blocks, stream)
-                               : launch_nt_g<NT, 1>(p, blocks, stream);
+  if (groups_per_block == 2) return launch_nt_g<NT, 2, 1>(p, blocks, stream);
+  if constexpr (NT >= 4)
+    if (quarter_warps == 2) return launch_nt_g<NT, 1, 2>(p, blocks, stream);
+  return launch_nt_g<NT, 1, 1>(p, blocks, stream);
 }
 
 }  // namespace
@@ -568,6 +585,10 @@ int attention_groups_per_block(int64_t M, int64_t H, int num_sms) {
              : 1;
 }
 
+int attention_quarter_warps(int groups_per_block, int64_t hd, int64_t blocks, int num_sms) {
+  return groups_per_block == 1 && hd > 64 && blocks <= (num_sms > 0 ? num_sms : 132) ? 2 : 1;
+}
+
 int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
   const int64_t groups = (H + kHeads - 1) / kHeads;
   const int64_t blocks = M * groups;
@@ -584,8 +605,8 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
 }
 
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
-                             int groups_per_block, int64_t blocks, bool rows_uniform,
-                             bool any_split, int64_t window, const int32_t* list,
+                             int groups_per_block, int quarter_warps, int64_t blocks,
+                             bool rows_uniform, bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
                              float* workspace, int64_t partial_slots, const AttnOutput& out,
                              int32_t* err, cudaStream_t stream) {
@@ -600,6 +621,7 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
   const int64_t groups =
       (H + kHeads * groups_per_block - 1) / (kHeads * groups_per_block);  // per row and split
   if (hd < 1 || hd > kMaxAttnHeadDim || (groups_per_block != 1 && groups_per_block != 2) ||
+      (quarter_warps != 1 && (quarter_warps != 2 || groups_per_block != 1 || hd <= 64)) ||
       blocks < M * groups || blocks > 0x7fffffff || M * H > 0x7fffffff)
     return cudaErrorInvalidValue;
   if (any_split && !workspace) return cudaErrorInvalidValue;
@@ -616,13 +638,13 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)
-    e = launch_nt<2>(p, groups_per_block, nblocks, stream);
+    e = launch_nt<2>(p, groups_per_block, quarter_warps, nblocks, stream);
   else if (hd <= 128)
-    e = launch_nt<4>(p, groups_per_block, nblocks, stream);
+    e = launch_nt<4>(p, groups_per_block, quarter_warps, nblocks, stream);
   else if (hd <= 256)
-    e = launch_nt<8>(p, groups_per_block, nblocks, stream);
+    e = launch_nt<8>(p, groups_per_block, quarter_warps, nblocks, stream);
   else
-    e = launch_nt<16>(p, groups_per_block, nblocks, stream);
+    e = launch_nt<16>(p, groups_per_block, quarter_warps, nblocks, stream);
   if (e != cudaSuccess || !any_split) return e;
   return launch_kernel(flash_attention_merge_kernel, static_cast<unsigned>(M * H), 128, 0, stream,
                        rows, p.part_o, p.part_ml, hd, sinks, H, out, pairs);
