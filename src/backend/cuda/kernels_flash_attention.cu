@@ -3,7 +3,8 @@
 // 32 keys once in shared memory as fp16 and runs S = Q K^T and O += P V on tensor cores
 // (mma.sync m16n8k16, fp32 accumulation) with the online softmax in registers. 4 warps per head
 // group split the head dim: each computes a partial S over its quarter of the dims (summed
-// through shared memory) and owns that quarter of O. Blocks are (query, G head groups, key
+// through shared memory) and owns that quarter of O (one-wave decode grids: 2 warps per quarter,
+// splitting its keys and its O; attention_quarter_warps). Blocks are (query, G head groups, key
 // split); splits write unnormalised partials (O, running max, running sum) that a second kernel
 // merges together with the sinks. G = 2 (prefill: blocks enough) stages each key once for 32
 // heads, halving the L2 -> shared traffic that bounds the kernel there; a head's arithmetic is
