@@ -128,6 +128,20 @@ __device__ __forceinline__ void store_out_pair(const AttnOutput& o, int64_t at, 
     *reinterpret_cast<float2*>(o.out + at + d) = make_float2(v0, v1);
 }
 
+// d0 += A B0, d1 += A B1 with every operand as fp16 hi / lo halves: hi * hi + hi * lo + lo * hi
+// (lo * lo is below fp32's rounding), in that order. a / al: A's halves; b / bl: the two n-tiles'
+// halves as one ldmatrix_x4 loads them (b[0..1] tile 0, b[2..3] tile 1).
+__device__ __forceinline__ void mma_split_pair(float (&d0)[4], float (&d1)[4],
+                                               const uint32_t (&a)[4], const uint32_t (&al)[4],
+                                               const uint32_t (&b)[4], const uint32_t (&bl)[4]) {
+  mma_f16_16816(d0, a, b[0], b[1]);
+  mma_f16_16816(d0, a, bl[0], bl[1]);
+  mma_f16_16816(d0, al, b[0], b[1]);
+  mma_f16_16816(d1, a, b[2], b[3]);
+  mma_f16_16816(d1, a, bl[2], bl[3]);
+  mma_f16_16816(d1, al, b[2], b[3]);
+}
+
 // The row whose blocks include block b (rows' first_block ascend).
 __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
   int64_t lo = 0, hi = M - 1;
@@ -363,12 +377,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
             ((kh * kKeyTiles + nt) * 8 + mrow + (mat >> 1) * 8) * ld + d0 + (mat & 1) * 8;
         ldmatrix_x4(b, ks + koff);
         ldmatrix_x4(bl, ks + kChunk * ld + koff);
-        mma_f16_16816(sk[nt], a, b[0], b[1]);
-        mma_f16_16816(sk[nt], a, bl[0], bl[1]);
-        mma_f16_16816(sk[nt], al, b[0], b[1]);
-        mma_f16_16816(sk[nt + 1], a, b[2], b[3]);
-        mma_f16_16816(sk[nt + 1], a, bl[2], bl[3]);
-        mma_f16_16816(sk[nt + 1], al, b[2], b[3]);
+        mma_split_pair(sk[nt], sk[nt + 1], a, al, b, bl);
       }
     }
     const int quarter = hg * kWarps + wq;
@@ -442,12 +451,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
         const int voff = (kk * 16 + mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
         ldmatrix_x4_trans(b, ks + voff);
         ldmatrix_x4_trans(bl, ks + kChunk * ld + voff);
-        mma_f16_16816(o[t], a, b[0], b[1]);
-        mma_f16_16816(o[t], a, bl[0], bl[1]);
-        mma_f16_16816(o[t], al, b[0], b[1]);
-        mma_f16_16816(o[t + 1], a, b[2], b[3]);
-        mma_f16_16816(o[t + 1], a, bl[2], bl[3]);
-        mma_f16_16816(o[t + 1], al, b[2], b[3]);
+        mma_split_pair(o[t], o[t + 1], a, al, b, bl);
       }
     }
   }
