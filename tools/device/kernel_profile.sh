@@ -3,6 +3,7 @@
 # caches left alone), after gpu_session.sh built build-gpu. The bench brackets its logged steps
 # with cudaProfilerStart/Stop, so warm-up, weight generation and context fill are not profiled.
 # Usage: OUT=/tmp/kp CASES="decode:1 decode:64 prefill:4096" [LAYERS=4] [BY_GRID=1] [TOP=30]
+#   [SEQUENCE=1: also the first step's launches in order]
 #   bash tools/device/kernel_profile.sh
 set -uo pipefail
 B=${B:-build-gpu/src/api/deepinfer}
@@ -27,6 +28,6 @@ for c in ${CASES:-decode:1}; do
     >"$CSV/ncu_${mode}_$n.csv" 2>"$CSV/ncu_${mode}_$n.err"
   echo "== $mode $n ($LAYERS layers, per step over $STEPS steps; rc=$?)"
   grep -E "step|error|Error" "$CSV/ncu_${mode}_$n.err" | tail -3
-  python3 "$(dirname "$0")/kernel_summary.py" "$CSV/ncu_${mode}_$n.csv" "$STEPS" "${TOP:-30}" ${BY_GRID:+--by-grid} |
+  python3 "$(dirname "$0")/kernel_summary.py" "$CSV/ncu_${mode}_$n.csv" "$STEPS" "${TOP:-30}" ${BY_GRID:+--by-grid} ${SEQUENCE:+--sequence} |
     tee -a "$OUT/kernels.txt"
 done

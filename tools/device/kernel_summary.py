@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Summarises an `ncu --csv --page raw --metrics gpu__time_duration.sum` log: GPU time per kernel
 name (total over the profiled steps, per step, count per step, mean), largest first, and the sum.
-Usage: kernel_summary.py NCU_CSV STEPS [TOP] [--by-grid]  (--by-grid: one line per kernel and
-grid, e.g. to tell the products of one GEMM kernel apart)"""
+Usage: kernel_summary.py NCU_CSV STEPS [TOP] [--by-grid] [--sequence]  (--by-grid: one line per
+kernel and grid, e.g. to tell the products of one GEMM kernel apart; --sequence: then the first
+step's launches in order, each with its grid and time, e.g. to tell which product is which)"""
 import csv
 import re
 import sys
@@ -17,8 +18,9 @@ def short(name):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--by-grid"]
-    by_grid = len(args) < len(sys.argv) - 1
+    flags = {a for a in sys.argv[1:] if a.startswith("--")}
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    by_grid, sequence = "--by-grid" in flags, "--sequence" in flags
     path, steps = args[0], int(args[1])
     top = int(args[2]) if len(args) > 2 else 40
     rows = list(csv.reader(open(path, errors="replace")))
@@ -30,6 +32,7 @@ def main():
     start = head + 2 if scale is not None else head + 1
     scale = 1e-3 if scale is None else scale  # ncu's base unit for durations is ns
     tot, cnt, grids = defaultdict(float), defaultdict(int), defaultdict(set)
+    launches = []  # (kernel, grid, us) in launch order
     for r in rows[start:]:
         if len(r) <= max(kn, tm):
             continue
@@ -37,6 +40,7 @@ def main():
             us = float(r[tm].replace(",", "")) * scale
         except ValueError:
             continue
+        launches.append((short(r[kn]), r[gs], us))
         k = short(r[kn]) + (f" {r[gs]}" if by_grid else "")
         tot[k] += us
         cnt[k] += 1
@@ -48,6 +52,11 @@ def main():
         g = ",".join(sorted(grids[k]))[:40]
         print(f"{k:{width}} {tot[k] / steps:9.1f} {cnt[k] / steps:7.1f} {tot[k] / cnt[k]:8.2f}  {g}")
     print(f"{'TOTAL (kernel time, no gaps)':{width}} {all_us / steps:9.1f} {sum(cnt.values()) / steps:7.1f}")
+    if sequence:
+        per_step = len(launches) // max(steps, 1)
+        print(f"first step's {per_step} launches in order:")
+        for i, (k, g, us) in enumerate(launches[:per_step]):
+            print(f"{i:4} {k:70} {g:>16} {us:8.2f}")
 
 
 if __name__ == "__main__":
