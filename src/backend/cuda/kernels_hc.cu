@@ -147,14 +147,14 @@ __global__ void __launch_bounds__(kThreads)
 // Prefill rows (hc_mix_partial_kernel's outputs, the same FMA chains: k in order from zero):
 // a block of 128 rows walks chunks blockIdx.y, blockIdx.y + gridDim.y, ... (about one block per
 // SM in all), the next chunk's rows and fn rows streaming into a second buffer by cp.async
-// while this one is summed. Each task is 4 rows (g, g + 32, g + 64, g + 96) x 6 fn rows read
-// as float4 along k (10 shared loads per 96 FMAs); a warp's lanes share their fn rows
-// (broadcast) and read rows 4 banks apart (ld = 132). The tasks after them (128 of a hc = 4
-// block's 256 threads) are the rows' sums of squares, one row each. The outputs go through
-// shared memory so that a row's nmix + 1 partials leave as one contiguous run. Measured per
-// 4096 rows (docs/perf.md): one chunk per block 270 us, whichever the task shape or walk;
-// the contiguous stores 242 (one 4-byte store per lane had the rows 12.8 KB apart). ~65 us of
-// HBM traffic: what bounds it is not known yet.
+// while this one is summed. Each task is 2 rows (g, g + 64) x 6 fn rows read as float4 along k
+// (8 shared loads per 48 FMAs); a warp's lanes share their fn rows (broadcast) and read rows 4
+// banks apart (ld = 132). The first fn group's tasks also sum their rows' squares (the same
+// chain, k in order). A hc = 4 block's 256 tasks keep all 8 warps on the FMAs: with 4 rows per
+// task and the squares as tasks of their own, half the warps did all the mixing (241 us per
+// 4096 rows, ~4x its HBM time). The outputs go through shared memory so that a row's nmix + 1
+// partials leave as one contiguous run (one 4-byte store per lane had the rows 12.8 KB apart:
+// 270 -> 242 us per 4096 rows, docs/perf.md).
 constexpr int kWideRows = 128, kWideMix = 6, kWideLd = kMixChunk + 4;
 
 constexpr int kWideSmemCap = 227 * 1024;  // Hopper's shared memory per block
@@ -164,6 +164,53 @@ size_t mix_wide_smem(int nmix) {
   return (2 * static_cast<size_t>(kWideRows + nmix) * kWideLd +
           static_cast<size_t>(kWideRows) * (nmix + 1)) *
          sizeof(float);
+}
+
+// One task of hc_mix_wide_kernel: rows x and x + 64 rows of the staged chunk against fn rows
+// j0 .. j0 + 5 (fs), their partials into res (the rows' nmix + 1 slots each); kSquares: also the
+// rows' sums of squares (slot nmix). Every chain runs over k in order from zero.
+template <bool kSquares>
+__device__ __forceinline__ void wide_mix_task(const float* x, const float* fs, int nmix, int j0,
+                                              float* res) {
+  const int nj = nmix - j0 < kWideMix ? nmix - j0 : kWideMix;
+  const float* f[kWideMix];
+#pragma unroll
+  for (int u = 0; u < kWideMix; ++u) f[u] = fs + (u < nj ? j0 + u : j0) * kWideLd;
+  float acc[2][kWideMix], sq[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int u = 0; u < kWideMix; ++u) acc[i][u] = 0.f;
+  for (int k = 0; k < kMixChunk; k += 4) {
+    float4 xv[2], fv[kWideMix];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) xv[i] = *reinterpret_cast<const float4*>(x + i * 64 * kWideLd + k);
+#pragma unroll
+    for (int u = 0; u < kWideMix; ++u) fv[u] = *reinterpret_cast<const float4*>(f[u] + k);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int u = 0; u < kWideMix; ++u) {
+        acc[i][u] = fmaf(xv[i].x, fv[u].x, acc[i][u]);
+        acc[i][u] = fmaf(xv[i].y, fv[u].y, acc[i][u]);
+        acc[i][u] = fmaf(xv[i].z, fv[u].z, acc[i][u]);
+        acc[i][u] = fmaf(xv[i].w, fv[u].w, acc[i][u]);
+      }
+      if (kSquares) {
+        sq[i] = fmaf(xv[i].x, xv[i].x, sq[i]);
+        sq[i] = fmaf(xv[i].y, xv[i].y, sq[i]);
+        sq[i] = fmaf(xv[i].z, xv[i].z, sq[i]);
+        sq[i] = fmaf(xv[i].w, xv[i].w, sq[i]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int u = 0; u < kWideMix; ++u)
+      if (u < nj) res[64 * i * (nmix + 1) + j0 + u] = acc[i][u];
+    if (kSquares) res[64 * i * (nmix + 1) + nmix] = sq[i];
+  }
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -204,7 +251,7 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_commit();
   };
   const int64_t row_stride = nchunks * (nmix + 1);
-  const int mix_groups = (nmix + kWideMix - 1) / kWideMix, mix_tasks = 32 * mix_groups;
+  const int mix_groups = (nmix + kWideMix - 1) / kWideMix, mix_tasks = 64 * mix_groups;
   int buf = 0;
   if (static_cast<int64_t>(blockIdx.y) < nchunks) stage(blockIdx.y, 0);
   for (int64_t c = blockIdx.y; c < nchunks; c += gridDim.y, buf ^= 1) {
@@ -218,53 +265,14 @@ __global__ void __launch_bounds__(kThreads)
     const float* xs = sm + buf * srcs * kWideLd;  // [kWideRows][kWideLd]
     const float* fs = xs + kWideRows * kWideLd;   // [nmix][kWideLd]
     float* res = sm + 2 * srcs * kWideLd;         // [kWideRows][nmix + 1]
-    for (int t = threadIdx.x; t < mix_tasks + rows; t += kThreads) {
-      if (t >= mix_tasks) {  // the sum of squares of row t - mix_tasks
-        const float* x = xs + (t - mix_tasks) * kWideLd;
-        float acc = 0.f;
-        for (int k = 0; k < kMixChunk; k += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(x + k);
-          acc = fmaf(v.x, v.x, acc);
-          acc = fmaf(v.y, v.y, acc);
-          acc = fmaf(v.z, v.z, acc);
-          acc = fmaf(v.w, v.w, acc);
-        }
-        res[(t - mix_tasks) * (nmix + 1) + nmix] = acc;
-        continue;
-      }
-      const int g = t % 32, j0 = (t / 32) * kWideMix;
-      const int nj = nmix - j0 < kWideMix ? nmix - j0 : kWideMix;
-      const float* x = xs + g * kWideLd;  // row i of the task: x + 32 i kWideLd
-      const float* f[kWideMix];
-#pragma unroll
-      for (int u = 0; u < kWideMix; ++u) f[u] = fs + (u < nj ? j0 + u : j0) * kWideLd;
-      float acc[4][kWideMix];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int u = 0; u < kWideMix; ++u) acc[i][u] = 0.f;
-      for (int k = 0; k < kMixChunk; k += 4) {
-        float4 xv[4], fv[kWideMix];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          xv[i] = *reinterpret_cast<const float4*>(x + i * 32 * kWideLd + k);
-#pragma unroll
-        for (int u = 0; u < kWideMix; ++u) fv[u] = *reinterpret_cast<const float4*>(f[u] + k);
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int u = 0; u < kWideMix; ++u) {
-            acc[i][u] = fmaf(xv[i].x, fv[u].x, acc[i][u]);
-            acc[i][u] = fmaf(xv[i].y, fv[u].y, acc[i][u]);
-            acc[i][u] = fmaf(xv[i].z, fv[u].z, acc[i][u]);
-            acc[i][u] = fmaf(xv[i].w, fv[u].w, acc[i][u]);
-          }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int u = 0; u < kWideMix; ++u)
-          if (u < nj) res[(g + 32 * i) * (nmix + 1) + j0 + u] = acc[i][u];
+    for (int t = threadIdx.x; t < mix_tasks; t += kThreads) {
+      const int g = t % 64, j0 = (t / 64) * kWideMix;
+      // The first fn group's tasks also sum their rows' squares (warp-uniform: a warp's tasks
+      // share j0).
+      if (j0 == 0)
+        wide_mix_task<true>(xs + g * kWideLd, fs, nmix, j0, res + g * (nmix + 1));
+      else
+        wide_mix_task<false>(xs + g * kWideLd, fs, nmix, j0, res + g * (nmix + 1));
     }
     __syncthreads();  // res is complete
     const int per_row = nmix + 1;
