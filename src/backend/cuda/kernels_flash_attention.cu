@@ -566,11 +566,10 @@ cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_war
   return launch_nt_g<NT, 1, 1>(p, blocks, stream);
 }
 
-}  // namespace
-
-namespace {
+// The tunables' values (set_attention_pair_blocks, set_attention_split_keys).
 int64_t pair_blocks_per_sm = kAttentionPairBlocksPerSm;
 int64_t min_keys_per_split = kAttentionSplitKeys;
+
 }  // namespace
 
 void set_attention_split_keys(int64_t keys) {
