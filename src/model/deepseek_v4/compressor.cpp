@@ -9,9 +9,7 @@ namespace {
 
 // The position bias of each row's slot in its window, added to a series' gate rows.
 void add_slot_bias(Backend& b, const TensorView& ape, const TensorView& slot_ids, Tensor& gate) {
-  Tensor bias = b.empty({gate.dim(0), gate.dim(1)});
-  b.embedding(slot_ids, ape, bias);
-  b.add(gate, bias, gate);
+  b.embedding_add(slot_ids, ape, gate, gate);
 }
 
 // pending rows followed by the new rows: [pending + S, d].
