@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Summary of a cuda_trace.sh CSV over its last --window-ms of device time: how long each stream
+was busy, how much of the window the device was idle (no kernel, copy or set running), the
+largest idle gaps with what ran before and after them, and the last --last records in start
+order (offset, duration, gap since the previous record of any stream, stream, grid, name)."""
+import argparse
+import csv
+import re
+import shutil
+import subprocess
+
+
+def demangle(names):
+    """Readable kernel names (c++filt where installed), trimmed of namespaces and arguments."""
+    out = dict((n, n) for n in names)
+    if shutil.which("c++filt"):
+        res = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True)
+        if res.returncode == 0:
+            out = dict(zip(names, res.stdout.split("\n")))
+    for n, d in out.items():
+        d = d.replace("(anonymous namespace)::", "").replace("deepinfer::", "").replace("cuda::", "")
+        d = re.sub(r"\(.*\)$", "", d)  # the parameter list
+        out[n] = d[:80]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--window-ms", type=float, default=10.0)
+    ap.add_argument("--last", type=int, default=200)
+    ap.add_argument("--gaps", type=int, default=15)
+    args = ap.parse_args()
+    recs = []
+    with open(args.csv) as f:
+        for r in csv.DictReader(f):
+            recs.append(r)
+    if not recs:
+        print("empty trace")
+        return
+    for r in recs:
+        r["s"], r["e"] = int(r["start_ns"]), int(r["end_ns"])
+    recs.sort(key=lambda r: r["s"])
+    t_end = max(r["e"] for r in recs)
+    t0 = t_end - int(args.window_ms * 1e6)
+    win = [r for r in recs if r["e"] > t0]
+    names = demangle(sorted(set(r["name"] for r in win)))
+    span = t_end - max(t0, win[0]["s"])
+    print(f"{len(recs)} records; window: the last {span / 1e6:.3f} ms, {len(win)} records")
+
+    busy = {}
+    for r in win:
+        busy[r["stream"]] = busy.get(r["stream"], 0) + r["e"] - max(r["s"], t0)
+    for s, b in sorted(busy.items()):
+        print(f"stream {s}: busy {b / 1e3:.1f} us ({100 * b / span:.1f}% of the window)")
+
+    # Idle gaps: the complement of the union of busy intervals.
+    gaps, cur_end, prev = [], max(t0, win[0]["s"]), None
+    for r in win:
+        if r["s"] > cur_end:
+            gaps.append((r["s"] - cur_end, cur_end, prev, r))
+        if r["e"] > cur_end:
+            cur_end, prev = r["e"], r
+    idle = sum(g[0] for g in gaps)
+    print(f"device idle {idle / 1e3:.1f} us ({100 * idle / span:.1f}% of the window) in {len(gaps)} gaps")
+    print(f"\nlargest {args.gaps} idle gaps (us, after -> before):")
+    for g, at, a, b in sorted(gaps, key=lambda g: -g[0])[: args.gaps]:
+        an = names.get(a["name"], a["name"]) if a else "-"
+        print(f"  {g / 1e3:8.2f} at {(at - t0) / 1e3:9.1f}  {an}  ->  {names.get(b['name'], b['name'])}")
+
+    print(f"\nthe last {args.last} records (us from the window start):")
+    print(f"{'start':>9} {'dur':>8} {'gap':>7} {'strm':>4}  {'grid':>14}  name")
+    last_end = None
+    for r in win[-args.last:]:
+        gap = (r["s"] - last_end) / 1e3 if last_end is not None else 0.0
+        last_end = r["e"] if last_end is None else max(last_end, r["e"])
+        grid = f"{r['a']}x{r['b']}x{r['c']}" if r["kind"] == "kernel" else r["kind"]
+        print(f"{(r['s'] - t0) / 1e3:9.2f} {(r['e'] - r['s']) / 1e3:8.2f} {gap:7.2f} {r['stream']:>4}  "
+              f"{grid:>14}  {names.get(r['name'], r['name'])}")
+
+
+if __name__ == "__main__":
+    main()
