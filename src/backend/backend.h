@@ -60,6 +60,13 @@ class Backend {
   virtual void release_cached_memory() {}
   virtual Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) = 0;
   virtual void upload(const void* host, const TensorView& dst) = 0;  // dst.nbytes() bytes
+  // A new tensor holding a copy of the host bytes (its nbytes()): empty() then upload(). The CUDA
+  // backend packs a graph recording's from_host tensors into one copy at the graph's start.
+  virtual Tensor from_host(const void* host, std::initializer_list<int64_t> shape, DType dtype) {
+    Tensor t = empty(shape, dtype);
+    if (t.numel() > 0) upload(host, t);
+    return t;
+  }
   virtual void download(const TensorView& src, void* host) = 0;
   virtual void copy(const TensorView& src, const TensorView& dst) = 0;  // same numel and dtype
   // Many copies as one op (one launch on a GPU; the many small row copies of a decode step):

@@ -86,6 +86,55 @@ TEST(CudaGraphs, ReplayedDecodeStepsGiveTheEagerLogits) {
   EXPECT_GT(after.updated - before.updated, kSteps / 2) << "kept graphs are replayed";
   EXPECT_LT(after.instantiated - before.instantiated, kSteps / 2);
   EXPECT_GT(after.nodes, 50) << "the whole forward is one graph";
+  EXPECT_EQ(after.upload_copies, 1) << "a step's uploads arrive as one copy";
+  EXPECT_GT(after.packed_bytes, 0);
+}
+
+// The host bytes a recording uploads (from_host, and the ops' own tables: copy_batch's here)
+// reach the device as one copy at the graph's start, each replay with its own recording's
+// bytes; a from_host tensor kept past later recordings keeps its bytes; one that does not fit
+// the packet (over 4 MiB) is uploaded on its own, in order.
+TEST(CudaGraphs, ARecordingsUploadsArriveAsOneCopy) {
+  REQUIRE_GPU();
+  std::unique_ptr<Backend> gpu = make_cuda_backend();
+  set_cuda_graphs(*gpu, true);
+  constexpr int64_t kRows = 16, kCols = 8;
+  std::vector<float> rows(kRows * kCols);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i);
+  const Tensor table = gpu->from_host(rows.data(), {kRows, kCols}, DType::kF32);
+  const std::vector<float> big(size_t{5} << 20 >> 2, 3.5f);  // 5 MiB: past the packet
+  Tensor kept_ids;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<int32_t> ids = {round, 2 * round + 1, 15 - round};
+    Tensor gathered = gpu->empty({3, kCols}), copied = gpu->empty({3, kCols}),
+           big_copy = gpu->empty({static_cast<int64_t>(big.size())});
+    Tensor ids_dev, big_dev;
+    {
+      SyncFreeRegion sync_free(*gpu, "the test recording");
+      GraphRegion graph(*gpu, 7);
+      ids_dev = gpu->from_host(ids.data(), {3}, DType::kI32);
+      gpu->embedding(ids_dev, table, gathered);
+      const std::vector<TensorView> src = {gathered.view()}, dst = {copied.view()};
+      gpu->copy_batch(src, dst);
+      if (round == 2) {
+        big_dev = gpu->from_host(big.data(), {static_cast<int64_t>(big.size())}, DType::kF32);
+        gpu->copy(big_dev, big_copy);
+      }
+      graph.finish();
+    }
+    const cuda::GraphStats& stats = *cuda_graph_stats(*gpu);
+    EXPECT_EQ(stats.upload_copies, round == 2 ? 2 : 1) << "round " << round;
+    EXPECT_GT(stats.packed_bytes, 0) << "round " << round;
+    const std::vector<float> got = floats(to_host(*gpu, copied));
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < kCols; ++c)
+        ASSERT_EQ(got[r * kCols + c], static_cast<float>(ids[r] * kCols + c))
+            << "round " << round << " row " << r << " col " << c;
+    if (round == 2) EXPECT_EQ(floats(to_host(*gpu, big_copy)), big);
+    if (round == 0) kept_ids = ids_dev;
+  }
+  EXPECT_EQ(ints(to_host(*gpu, kept_ids)), (std::vector<int32_t>{0, 1, 15}))
+      << "a kept tensor keeps its recording's bytes";
 }
 
 // Kernels launched as programmatic dependents of the kernel before them (launch.cuh: launched

@@ -181,27 +181,56 @@ CudaBackend::CudaBackend(int device)
   set_wgmma(env::get_bool("DEEPINFER_CUDA_WGMMA"));
 }
 
+// The most bytes one recording's uploads pack into its single copy (a decode step of 256
+// sequences uploads a few hundred KB); past it they are copied one by one. The copy is rounded
+// up to kPacketGrain so that steps of one layout keep its size.
+constexpr size_t kPacketBytes = size_t{4} << 20, kPacketGrain = 4096, kPacketAlign = 256;
+
 bool CudaBackend::begin_graph(int64_t key) {
   // A recording must not contain a host wait: only where the guard turns one into an error.
   if (!graphs_enabled_ || guard_disabled_) return false;
   DI_CHECK(sync_free_region_ != nullptr, ErrorCode::kInternal,
            "begin_graph outside a sync-free region");
   begin_op();
+  if (!packet_dev_ || packet_dev_.use_count() > 1) packet_dev_ = scratch(kPacketBytes);
   graphs_.begin(ctx_->stream());
   staging_->set_recording(true);
+  packet_host_.clear();
+  packing_ = true;
   graph_key_ = key;
   return true;
 }
 
 void CudaBackend::end_graph(bool run) {
+  packing_ = false;
   staging_->set_recording(false);
   try {
-    graphs_.end(ctx_->stream(), graph_key_, run);
+    GraphUpload upload;
+    if (run && !packet_host_.empty()) {
+      upload.bytes = std::min(
+          kPacketBytes, (packet_host_.size() + kPacketGrain - 1) / kPacketGrain * kPacketGrain);
+      packet_host_.resize(upload.bytes);
+      upload.dst = packet_dev_.get();
+      upload.src = staging_->stage(packet_host_.data(), upload.bytes, [this] {
+        host_sync_point("graph upload (waiting for the pinned ring)");
+      });
+    }
+    graphs_.end(ctx_->stream(), graph_key_, run, upload);
   } catch (...) {
+    if (graphs_.recording()) graphs_.end(ctx_->stream(), graph_key_, false);
     staging_->seal(ctx_->stream());
     throw;
   }
   staging_->seal(ctx_->stream());
+}
+
+std::shared_ptr<void> CudaBackend::pack(const void* host, size_t bytes) {
+  const size_t offset = packet_host_.size();
+  const size_t padded = (bytes + kPacketAlign - 1) / kPacketAlign * kPacketAlign;
+  if (!packing_ || bytes == 0 || offset + padded > kPacketBytes) return nullptr;
+  packet_host_.resize(offset + padded);
+  std::memcpy(packet_host_.data() + offset, host, bytes);
+  return std::shared_ptr<void>(packet_dev_, static_cast<char*>(packet_dev_.get()) + offset);
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -292,6 +321,7 @@ void CudaBackend::release_cached_memory() {
 }
 
 std::shared_ptr<void> CudaBackend::upload_scratch(const void* host, size_t bytes) {
+  if (std::shared_ptr<void> packed = pack(host, bytes)) return packed;
   std::shared_ptr<void> dev = scratch(bytes);
   upload_bytes(host, dev.get(), bytes);
   return dev;
@@ -325,6 +355,22 @@ void CudaBackend::upload(const void* host, const TensorView& dst) {
   DI_CHECK(host != nullptr && dst.data() != nullptr, ErrorCode::kInvalidArgument,
            "upload: null pointer for {} bytes", dst.nbytes());
   upload_bytes(host, dst.data(), dst.nbytes());
+}
+
+Tensor CudaBackend::from_host(const void* host, std::initializer_list<int64_t> shape, DType dtype) {
+  OpScope s(*this, "from_host");
+  const TensorView probe(nullptr, dtype, shape, Device::kCuda);
+  const size_t n = probe.nbytes();
+  DI_CHECK(host != nullptr || n == 0, ErrorCode::kInvalidArgument,
+           "from_host: null pointer for {} bytes", n);
+  std::shared_ptr<void> block = pack(host, n);
+  if (!block) {
+    block = scratch(n);
+    if (n > 0) upload_bytes(host, block.get(), n);
+  }
+  void* data = block.get();
+  return Tensor::from_storage(std::move(block), data, dtype, shape.begin(),
+                              static_cast<int>(shape.size()), Device::kCuda);
 }
 
 void CudaBackend::download(const TensorView& src, void* host) {

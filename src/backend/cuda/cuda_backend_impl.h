@@ -97,6 +97,7 @@ class CudaBackend final : public Backend {
 
   Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) override;
   void upload(const void* host, const TensorView& dst) override;
+  Tensor from_host(const void* host, std::initializer_list<int64_t> shape, DType dtype) override;
   void download(const TensorView& src, void* host) override;
   void release_cached_memory() override;
   void copy(const TensorView& src, const TensorView& dst) override;
@@ -182,8 +183,12 @@ class CudaBackend final : public Backend {
   friend struct OpScope;
   // Raw scratch memory from the cache, released (stream-ordered) when the owner goes.
   std::shared_ptr<void> scratch(size_t bytes);
-  // Scratch holding a copy of `bytes` host bytes (queued through the pinned ring).
+  // Scratch holding a copy of `bytes` host bytes (in the recording's packet, else queued
+  // through the pinned ring).
   std::shared_ptr<void> upload_scratch(const void* host, size_t bytes);
+  // While a graph is recorded: a copy of `bytes` host bytes in the recording's packet (a view
+  // of packet_dev_ that keeps it alive), or null when not recording or the packet is full.
+  std::shared_ptr<void> pack(const void* host, size_t bytes);
   // Queues n host bytes to dst: through the pinned ring (returns at once), or, for more than
   // the ring holds, a pageable copy waited for (a host sync point).
   void upload_bytes(const void* host, void* dst, size_t n);
@@ -242,6 +247,14 @@ class CudaBackend final : public Backend {
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t indexer_halves_cap_ = int64_t{256} << 20;
   int64_t graph_key_ = 0;
+  // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph
+  // copies packet_host_ to packet_dev_ before its first node, one copy instead of one per
+  // upload. A recording takes a fresh device buffer while tensors of an earlier one still hold
+  // the last (they keep their bytes); otherwise the same one comes back, so the graph's
+  // arguments repeat.
+  std::shared_ptr<void> packet_dev_;
+  std::vector<unsigned char> packet_host_;
+  bool packing_ = false;
 };
 
 // Marks one op: selects the device on entry and runs end_op() on normal exit.

@@ -32,6 +32,18 @@ std::string describe(cudaGraphNode_t node) {
   return fmt::format("node type {}", static_cast<int>(type));
 }
 
+// Whether a copy node reads host memory (an upload).
+bool copies_from_host(cudaGraphNode_t node) {
+  cudaMemcpy3DParms p{};
+  cudaPointerAttributes a{};
+  if (cudaGraphMemcpyNodeGetParams(node, &p) != cudaSuccess ||
+      cudaPointerGetAttributes(&a, p.srcPtr.ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
+}
+
 }  // namespace
 
 void GraphCache::set_capacity(size_t graphs) {
@@ -66,7 +78,23 @@ void GraphCache::begin(cudaStream_t stream) {
   recording_ = true;
 }
 
-void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
+cudaError_t GraphCache::add_upload(cudaGraph_t graph, const GraphUpload& upload) {
+  size_t roots = 0;
+  cudaError_t err = cudaGraphGetRootNodes(graph, nullptr, &roots);
+  if (err != cudaSuccess) return err;
+  to_.resize(roots);
+  err = cudaGraphGetRootNodes(graph, to_.data(), &roots);
+  cudaGraphNode_t copy = nullptr;
+  if (err == cudaSuccess)
+    err = cudaGraphAddMemcpyNode1D(&copy, graph, nullptr, 0, upload.dst, upload.src, upload.bytes,
+                                   cudaMemcpyHostToDevice);
+  from_.assign(roots, copy);
+  if (err == cudaSuccess && roots > 0)
+    err = cudaGraphAddDependencies(graph, from_.data(), to_.data(), nullptr, roots);
+  return err;
+}
+
+void GraphCache::end(cudaStream_t stream, int64_t key, bool run, const GraphUpload& upload) {
   DI_CHECK(recording_, ErrorCode::kInternal, "CUDA graph: end without a recording");
   recording_ = false;
   cudaGraph_t graph = nullptr;
@@ -77,8 +105,9 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
     if (run) check(ended, "CUDA graph: end capture");
     return;
   }
-  size_t nodes = 0;
-  cudaError_t err = cudaGraphGetNodes(graph, nullptr, &nodes);
+  cudaError_t err = upload.bytes > 0 ? add_upload(graph, upload) : cudaSuccess;
+  size_t nodes = 0, host_copies = 0;
+  if (err == cudaSuccess) err = cudaGraphGetNodes(graph, nullptr, &nodes);
   uint64_t layout = 0xcbf29ce484222325ull;  // FNV-1a over the node types
   if (err == cudaSuccess) {
     nodes_.resize(nodes);
@@ -87,6 +116,8 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
       cudaGraphNodeType type;
       err = cudaGraphNodeGetType(nodes_[i], &type);
       layout = (layout ^ static_cast<uint64_t>(type)) * 0x100000001b3ull;
+      if (err == cudaSuccess && type == cudaGraphNodeTypeMemcpy)
+        host_copies += copies_from_host(nodes_[i]);
     }
   }
   size_t num_edges = 0, programmatic = 0;
@@ -139,6 +170,8 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run) {
   ++stats_.launched;
   stats_.nodes = static_cast<int64_t>(nodes);
   stats_.programmatic_edges = static_cast<int64_t>(programmatic);
+  stats_.upload_copies = static_cast<int64_t>(host_copies);
+  stats_.packed_bytes = static_cast<int64_t>(upload.bytes);
 }
 
 }  // namespace deepinfer::cuda

@@ -26,8 +26,19 @@ struct GraphStats {
   std::string last_refused_node;   // what that refusal named (node type, kernel or copy)
   int64_t nodes = 0;               // nodes of the last graph
   int64_t programmatic_edges = 0;  // of its edges, programmatic ones (launch.cuh)
+  int64_t upload_copies = 0;       // of its nodes, copies from host memory
+  int64_t packed_bytes = 0;        // what its first node copied (GraphUpload), 0 if none
   int64_t kept = 0;                // executable graphs kept now, over all keys
   int64_t evicted = 0;             // kept graphs dropped for the bound over all keys
+};
+
+// Host bytes a graph copies to the device before all its other nodes: the uploads of the
+// recording packed into one copy (a copy node in a chain costs ~4 us of device idle; kernels
+// follow each other with none).
+struct GraphUpload {
+  void* dst = nullptr;
+  const void* src = nullptr;  // pinned host memory, unchanged until the graph has run
+  size_t bytes = 0;           // 0: no copy
 };
 
 class GraphCache {
@@ -39,10 +50,11 @@ class GraphCache {
 
   // Starts recording `stream` (relaxed capture mode: the host-side checks stay allowed).
   void begin(cudaStream_t stream);
-  // Ends the recording; with `run`, turns it into an executable graph (updated or new, under
-  // `key`) and launches it on the stream. Without `run` (an error unwound the recording) the
-  // recorded work is dropped. Throws deepinfer::Error on CUDA failures.
-  void end(cudaStream_t stream, int64_t key, bool run);
+  // Ends the recording; with `run`, adds `upload` in front of the recorded nodes, turns the
+  // result into an executable graph (updated or new, under `key`) and launches it on the stream.
+  // Without `run` (an error unwound the recording) the recorded work is dropped. Throws
+  // deepinfer::Error on CUDA failures.
+  void end(cudaStream_t stream, int64_t key, bool run, const GraphUpload& upload = {});
   bool recording() const { return recording_; }
   const GraphStats& stats() const { return stats_; }
   // At most this many executable graphs over all keys (a server sees every batch size); past
@@ -65,6 +77,8 @@ class GraphCache {
   uint64_t runs_ = 0;
   bool recording_ = false;
   GraphStats stats_;
+  // Puts upload's copy in front of the graph's root nodes.
+  cudaError_t add_upload(cudaGraph_t graph, const GraphUpload& upload);
   std::vector<cudaGraphNode_t> nodes_, from_, to_;  // scratch for reading a graph's nodes, edges
   std::vector<cudaGraphEdgeData> edges_;
 };

@@ -35,8 +35,8 @@ cudaEvent_t PinnedStaging::done_event(size_t i) const {
   return nullptr;
 }
 
-void PinnedStaging::upload(const void* host, void* dst, size_t n, cudaStream_t stream,
-                           const std::function<void()>& before_wait) {
+const void* PinnedStaging::stage(const void* host, size_t n,
+                                 const std::function<void()>& before_wait) {
   if (!ring_) check(cudaHostAlloc(&ring_, capacity_, cudaHostAllocDefault), "upload: pinned ring");
   const size_t size = (n + 255) / 256 * 256;
   const size_t start = head_ + size > capacity_ ? 0 : head_;
@@ -65,14 +65,16 @@ void PinnedStaging::upload(const void* host, void* dst, size_t n, cudaStream_t s
   }
   cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
   std::memcpy(ring_ + start, host, n);
-  check(cudaMemcpyAsync(dst, ring_ + start, n, cudaMemcpyHostToDevice, stream), "upload");
-  cudaEvent_t done = nullptr;
-  if (!recording_) {
-    done = take_event();
-    check(cudaEventRecord(done, stream), "upload: staging event");
-  }
-  in_flight_.push_back({start, size, done});
+  in_flight_.push_back({start, size, nullptr});
   head_ = start + size;
+  return ring_ + start;
+}
+
+void PinnedStaging::upload(const void* host, void* dst, size_t n, cudaStream_t stream,
+                           const std::function<void()>& before_wait) {
+  const void* staged = stage(host, n, before_wait);
+  check(cudaMemcpyAsync(dst, staged, n, cudaMemcpyHostToDevice, stream), "upload");
+  if (!recording_) seal(stream);
 }
 
 void PinnedStaging::seal(cudaStream_t stream) {

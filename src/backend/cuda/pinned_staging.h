@@ -27,6 +27,9 @@ class PinnedStaging {
   // guard hooks in there). Throws deepinfer::Error on CUDA failures.
   void upload(const void* host, void* dst, size_t n, cudaStream_t stream,
               const std::function<void()>& before_wait);
+  // Copies n bytes (n <= capacity) into the ring and returns where they are, for a copy the
+  // caller queues itself; seal() must follow that copy (the region is not reused before).
+  const void* stage(const void* host, size_t n, const std::function<void()>& before_wait);
   // While `stream` is being recorded into a graph, uploads record no event (a captured event
   // cannot be waited for from the host); seal(), called once the graph is launched (or
   // dropped), records one event behind it for all of them.

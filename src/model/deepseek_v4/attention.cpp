@@ -7,9 +7,7 @@
 namespace deepinfer::deepseek_v4 {
 
 Tensor upload_i32(Backend& b, const std::vector<int32_t>& values) {
-  Tensor t = b.empty({static_cast<int64_t>(values.size())}, DType::kI32);
-  if (!values.empty()) b.upload(values.data(), t);
-  return t;
+  return b.from_host(values.data(), {static_cast<int64_t>(values.size())}, DType::kI32);
 }
 
 const StepInputs::RateRows& StepInputs::rate(int m) const {

@@ -24,10 +24,8 @@ Tensor join(Backend& b, const Tensor& pending_rows, int pending, const TensorVie
 }
 
 Tensor constant_rows(Backend& b, int64_t rows, int64_t d, float value) {
-  Tensor t = b.empty({rows, d});
-  std::vector<float> host(rows * d, value);
-  b.upload(host.data(), t);
-  return t;
+  const std::vector<float> host(rows * d, value);
+  return b.from_host(host.data(), {rows, d}, DType::kF32);
 }
 
 }  // namespace
