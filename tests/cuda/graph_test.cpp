@@ -130,7 +130,9 @@ TEST(CudaGraphs, ARecordingsUploadsArriveAsOneCopy) {
       for (int c = 0; c < kCols; ++c)
         ASSERT_EQ(got[r * kCols + c], static_cast<float>(ids[r] * kCols + c))
             << "round " << round << " row " << r << " col " << c;
-    if (round == 2) EXPECT_EQ(floats(to_host(*gpu, big_copy)), big);
+    if (round == 2) {
+      EXPECT_EQ(floats(to_host(*gpu, big_copy)), big);
+    }
     if (round == 0) kept_ids = ids_dev;
   }
   EXPECT_EQ(ints(to_host(*gpu, kept_ids)), (std::vector<int32_t>{0, 1, 15}))
