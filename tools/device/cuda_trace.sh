@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A device timeline without nsys: builds the CUPTI tracer (cuda_trace.cpp) and runs a command
 # under it (CUDA_INJECTION64_PATH), then summarises the trace (trace_summary.py). Usage:
-#   OUT=/tmp/trace [SUMMARY_ARGS="--window-ms 10 --last 200"] bash tools/device/cuda_trace.sh CMD...
+#   OUT=/tmp/trace [SUMMARY_ARGS="--window-ms 10 --last 200" or "--window-ms 3 --by-kernel"] \
+#     bash tools/device/cuda_trace.sh CMD...
 # e.g. bash tools/device/cuda_trace.sh build-gpu/src/api/deepinfer bench --device cuda ...
 # Writes $OUT/trace.csv and $OUT/trace_summary.txt. CUPTI adds a little time per launch, so read
 # the timeline for order, overlap and gaps, and take step times from the bench without it.

@@ -2,7 +2,9 @@
 """Summary of a cuda_trace.sh CSV over its last --window-ms of device time: how long each stream
 was busy, how much of the window the device was idle (no kernel, copy or set running), the
 largest idle gaps with what ran before and after them, and the last --last records in start
-order (offset, duration, gap since the previous record of any stream, stream, grid, name)."""
+order (offset, duration, gap since the previous record of any stream, stream, grid, name).
+--by-kernel: instead of the timeline, the window's device time summed per kernel name (and grid,
+for names matching --grid-for), with counts and means: where a step's time goes."""
 import argparse
 import csv
 import re
@@ -19,8 +21,9 @@ def demangle(names):
             out = dict(zip(names, res.stdout.split("\n")))
     for n, d in out.items():
         d = d.replace("(anonymous namespace)::", "").replace("deepinfer::", "").replace("cuda::", "")
-        d = re.sub(r"\(.*\)$", "", d)  # the parameter list
-        out[n] = d[:80]
+        d = re.sub(r"\([^()]*\)$", "", d)  # the parameter list (template arguments stay)
+        d = d.replace("gemm_tiles::", "").replace("(Mode)", "mode ").replace("TileShape", "")
+        out[n] = d[:110]
     return out
 
 
@@ -30,6 +33,8 @@ def main():
     ap.add_argument("--window-ms", type=float, default=10.0)
     ap.add_argument("--last", type=int, default=200)
     ap.add_argument("--gaps", type=int, default=15)
+    ap.add_argument("--by-kernel", action="store_true")
+    ap.add_argument("--grid-for", default="gemm", help="names whose rows are split by grid")
     args = ap.parse_args()
     recs = []
     with open(args.csv) as f:
@@ -67,6 +72,24 @@ def main():
     for g, at, a, b in sorted(gaps, key=lambda g: -g[0])[: args.gaps]:
         an = names.get(a["name"], a["name"]) if a else "-"
         print(f"  {g / 1e3:8.2f} at {(at - t0) / 1e3:9.1f}  {an}  ->  {names.get(b['name'], b['name'])}")
+
+    if args.by_kernel:
+        total, per = 0, {}
+        for r in win:
+            name = names.get(r["name"], r["name"])
+            if args.grid_for and args.grid_for in r["name"]:
+                name += f"  {r['a']}x{r['b']}x{r['c']}"
+            d = r["e"] - max(r["s"], t0)
+            total += d
+            acc = per.setdefault(name, [0, 0])
+            acc[0] += d
+            acc[1] += 1
+        print(f"\ndevice time per kernel (us; records of all streams overlap, so the sum "
+              f"{total / 1e3:.1f} may exceed the window):")
+        print(f"{'total':>9} {'count':>6} {'mean':>8}  name")
+        for name, (d, n) in sorted(per.items(), key=lambda kv: -kv[1][0]):
+            print(f"{d / 1e3:9.1f} {n:6d} {d / 1e3 / n:8.2f}  {name}")
+        return
 
     print(f"\nthe last {args.last} records (us from the window start):")
     print(f"{'start':>9} {'dur':>8} {'gap':>7} {'strm':>4}  {'grid':>14}  name")
