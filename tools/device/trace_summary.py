@@ -49,8 +49,9 @@ def main():
     t_end = max(r["e"] for r in recs)
     t0 = t_end - int(args.window_ms * 1e6)
     win = [r for r in recs if r["e"] > t0]
+    t0 = max(t0, win[0]["s"])  # a window longer than the trace starts at its first record
     names = demangle(sorted(set(r["name"] for r in win)))
-    span = t_end - max(t0, win[0]["s"])
+    span = t_end - t0
     print(f"{len(recs)} records; window: the last {span / 1e6:.3f} ms, {len(win)} records")
 
     busy = {}
@@ -60,7 +61,7 @@ def main():
         print(f"stream {s}: busy {b / 1e3:.1f} us ({100 * b / span:.1f}% of the window)")
 
     # Idle gaps: the complement of the union of busy intervals.
-    gaps, cur_end, prev = [], max(t0, win[0]["s"]), None
+    gaps, cur_end, prev = [], t0, None
     for r in win:
         if r["s"] > cur_end:
             gaps.append((r["s"] - cur_end, cur_end, prev, r))
