@@ -11,11 +11,11 @@ import io
 import re
 from collections import OrderedDict
 
+import kernel_summary  # this directory's: its kernel-name shortening
+
 
 def short(name):
-    name = re.sub(r"deepinfer::(cuda::)?|gemm_tiles::|<unnamed>::|\(anonymous namespace\)::|^void ",
-                  "", name)
-    return re.sub(r"\((?![^<]*>).*$", "", name)[:60]
+    return kernel_summary.short(name).replace("gemm_tiles::", "")[:60]
 
 
 def number(text):
