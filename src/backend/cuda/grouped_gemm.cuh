@@ -10,10 +10,10 @@
 // tensor-core work. Tile shapes: Wide (64 rows x 128 columns, 2 stages) for prefill-sized work;
 // Narrow (16 x 64, 4 stages) for decode, where an expert has a few rows and the weight bytes in
 // flight set the speed; Thin (16 x 16, one warp, 8 stages) for dense products of
-// <= 16 rows. Every output accumulates its 16-wide k chunks in increasing order in one register
-// (dense products split over K: one register chain per segment, segments added in order), so
-// every shape gives the same bits for a row. Device code and launch helpers only: each .cu that
-// includes this instantiates the modes it launches.
+// <= 16 rows (Narrow up to kDenseNarrowMaxRows, Wide past it). Every output accumulates its 16-wide
+// k chunks in increasing order in one register (dense products split over K: one register chain per
+// segment, segments added in order), so every shape gives the same bits for a row. Device code and
+// launch helpers only: each .cu that includes this instantiates the modes it launches.
 #pragma once
 
 #include "backend/cuda/kernels.h"
@@ -292,7 +292,12 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 
   constexpr int kFeat = kUp ? BN / 2 : BN;  // output features per block
   const int64_t col_tiles = (g.N + kFeat - 1) / kFeat;
-  const int64_t slot = blockIdx.x / col_tiles, ct = blockIdx.x % col_tiles;
+  // A dense product's blocks take the row tiles of a column tile one after the other, so the
+  // blocks sharing a weight tile run side by side and read it from HBM once (row tiles first,
+  // a 64-row product's four 16-row tiles read each weight tile four times: batch 64 -2%).
+  const int64_t row_tiles = gridDim.x / col_tiles;
+  const int64_t slot = kDense ? blockIdx.x % row_tiles : blockIdx.x / col_tiles;
+  const int64_t ct = kDense ? blockIdx.x / row_tiles : blockIdx.x % col_tiles;
   const int64_t n0 = ct * kFeat;
   const int64_t K = g.K;
   int64_t r0 = 0, ldw = K;
