@@ -314,13 +314,28 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     w1 = g.w1 + blockIdx.y * g.sw;
     x_bf16 += blockIdx.y * g.sx;
   } else {
-    if (slot >= *g.num_tiles) return;
-    const int32_t e = g.tiles[2 * slot];
+    // The tile count and this slot's entry in one round trip (the entry is in the buffer's
+    // max_tiles, read even past the count, used only below it).
+    const int32_t num_tiles = *g.num_tiles, e = g.tiles[2 * slot];
     r0 = g.tiles[2 * slot + 1];
-    const int64_t r_end = g.offsets[e + 1];
-    rows = r_end - r0 < BM ? static_cast<int>(r_end - r0) : BM;
+    if (slot >= num_tiles) return;
     w1 = g.w1 + static_cast<int64_t>(e) * g.N * K;
     if constexpr (kUp) w3 = g.w3 + static_cast<int64_t>(e) * g.N * K;
+    // The row count and (up) the row tokens are two more dependent loads before the ring's
+    // first copies: the first stages' weight lines start towards L2 meanwhile (one 128-byte
+    // line per row and stage, threads tid % 8 < S - 1 of each row, the rows the loader
+    // below gives each thread).
+    if (static_cast<int>(threadIdx.x & 7) < S - 1) {
+      const int64_t k = static_cast<int64_t>(threadIdx.x & 7) * kBK;
+#pragma unroll
+      for (int i = 0; i < BN * 8 / NT; ++i) {
+        const int br = static_cast<int>(threadIdx.x >> 3) + (NT / 8) * i;
+        const int64_t n = kUp ? n0 + br % (BN / 2) : n0 + br;
+        if (n < g.N && k < K) prefetch_l2((kUp && br >= BN / 2 ? w3 : w1) + n * K + k);
+      }
+    }
+    const int64_t r_end = g.offsets[e + 1];
+    rows = r_end - r0 < BM ? static_cast<int>(r_end - r0) : BM;
   }
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
