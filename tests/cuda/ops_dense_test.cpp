@@ -100,9 +100,9 @@ TEST_F(Ops, MatmulBf16WeightsMatchCpu) {
                                            {128, 1024, 512},
                                            {5, 7, 1},
                                            {8, 130, 4096},    // K split in 8 segments
-                                           {20, 200, 264},    // 16-row tiles
+                                           {20, 200, 264},    // Narrow: two 16-row tiles
                                            {40, 96, 1000},    // 2 segments, the last short
-                                           {65, 96, 136},     // 64-row tiles
+                                           {65, 96, 136},     // Wide: two 64-row tiles
                                            {200, 256, 2048},  // 64-row tiles, 4 segments
                                            {300, 64, 64},     // past them: cuBLASLt
                                            {301, 40, 37}}) {  // its cast with a tail
@@ -149,7 +149,7 @@ TEST_F(Ops, MatmulRowsAreBatchInvariant) {
   gpu->grouped_matmul(dx.view().slice_rows(0, 1).reshape({1, G, K / G}), dwg, galone);
   const std::vector<float> want = floats(to_host(*gpu, alone)),
                            gwant = floats(to_host(*gpu, galone));
-  for (int64_t M : {2, 16, 17, 64, 65, 200, 256}) {
+  for (int64_t M : {2, 16, 17, 32, 33, 64, 65, 200, 256}) {  // every tile shape and its edges
     Tensor out = gpu->empty({M, N}), gout = gpu->empty({M, G, NG});
     gpu->matmul(dx.view().slice_rows(0, M), dw, out);
     gpu->grouped_matmul(dx.view().slice_rows(0, M).reshape({M, G, K / G}), dwg, gout);
