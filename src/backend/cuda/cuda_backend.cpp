@@ -323,7 +323,7 @@ void CudaBackend::release_cached_memory() {
 std::shared_ptr<void> CudaBackend::upload_scratch(const void* host, size_t bytes) {
   if (std::shared_ptr<void> packed = pack(host, bytes)) return packed;
   std::shared_ptr<void> dev = scratch(bytes);
-  upload_bytes(host, dev.get(), bytes);
+  if (bytes > 0) upload_bytes(host, dev.get(), bytes);
   return dev;
 }
 
@@ -363,11 +363,7 @@ Tensor CudaBackend::from_host(const void* host, std::initializer_list<int64_t> s
   const size_t n = probe.nbytes();
   DI_CHECK(host != nullptr || n == 0, ErrorCode::kInvalidArgument,
            "from_host: null pointer for {} bytes", n);
-  std::shared_ptr<void> block = pack(host, n);
-  if (!block) {
-    block = scratch(n);
-    if (n > 0) upload_bytes(host, block.get(), n);
-  }
+  std::shared_ptr<void> block = upload_scratch(host, n);
   void* data = block.get();
   return Tensor::from_storage(std::move(block), data, dtype, shape.begin(),
                               static_cast<int>(shape.size()), Device::kCuda);
