@@ -53,9 +53,10 @@ constexpr VarSpec kVars[] = {
      "debugging."},
     {"DEEPINFER_CUDA_WGMMA", VarType::kBool, "1",
      "CUDA backend: run the routed experts of prefill-sized batches (more than 8 rows per "
-     "expert) and the lightning indexer's scoring (prefill and decode rows) on Hopper's "
-     "warpgroup MMA kernels (sm_90 only); 0 keeps the experts on the mma.sync tiles (the same "
-     "bits) and scores the indexer on fp32 FMAs (the same values up to fp32 rounding). For "
+     "expert), the attention of prefill-sized calls (64 heads of 512) and the lightning "
+     "indexer's scoring (prefill and decode rows) on Hopper's warpgroup MMA kernels (sm_90 "
+     "only); 0 keeps the experts and the attention on their mma.sync kernels (the same bits) "
+     "and scores the indexer on fp32 FMAs (the same values up to fp32 rounding). For "
      "comparison and debugging."},
     {"DEEPINFER_DENSE_RESIDENT_A", VarType::kInt, "4096",
      "CUDA backend: a decode product of up to 16 rows reads fp32 x itself (each block keeps "

@@ -128,9 +128,10 @@ TEST_F(Attn, AttentionMatchesCpu) {
 
 // Prefill-sized calls (1100 queries of 64 heads) run blocks of two 16-head groups: their rows are
 // bitwise what a 200-row call gives them (one group per block; both many enough not to split
-// keys) and what a one-row call gives (a decode-sized grid, two warps per dim quarter), whether their keys were split to
-// fp16 once for the call (prefill segments) or per chunk (decode rows beside them), and match the
-// CPU (hd 64; 512 is the V4-Flash shape, GPU only: the CPU reference would take minutes).
+// keys) and what a one-row call gives (a decode-sized grid, two warps per dim quarter), whether
+// their keys were split to fp16 once for the call (prefill segments) or per chunk (decode rows
+// beside them), and match the CPU (hd 64; 512 is the V4-Flash shape, GPU only: the CPU reference
+// would take minutes).
 TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
   SEED_TRACE();
   // Keys per query <= 128: one key split at every call size, so the rows can match bitwise.
@@ -374,6 +375,67 @@ TEST_F(Attn, AttentionDerotatedIsAttentionThenInverseRope) {
           Error);
     }
   }
+}
+
+// Prefill-sized calls of the V4-Flash attention shape (64 heads of 512) on Hopper's wgmma kernel
+// give bitwise what the mma.sync kernel gives: window-only rows (the first ones seeing fewer
+// than a chunk of keys), a visible prefix of up to 700 entries (several 128-key super-chunks, the
+// last one partial), comp_idx rows of 512 picks (-1 and duplicates) over 2000 entries; fp32 out,
+// and de-rotated into bf16. Skips where the device has no wgmma.
+TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
+  SEED_TRACE();
+  if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
+  const int64_t H = 64, hd = 512, window = 128, R = 32;
+  Rng rng;
+  std::vector<Tensor> keep;
+  auto dev = [&](const Tensor& t) {
+    keep.push_back(to_dev(*gpu, t));
+    return keep.back().view();
+  };
+  std::vector<int32_t> vis(200), picks(150 * 512);
+  for (auto& e : vis) e = static_cast<int32_t>(rng.integer(0, 700));
+  for (auto& e : picks) e = static_cast<int32_t>(rng.integer(-1, 1999));
+  for (int64_t r = 0; r < 150; ++r) picks[r * 512 + 1] = picks[r * 512];  // a duplicate
+  const std::vector<Backend::AttentionSegment> segs{
+      {0, 300, dev(rand_host(rng, {300, hd})), TensorView(), TensorView(), TensorView()},
+      {300, 200, dev(rand_host(rng, {1200, hd})), dev(rand_host(rng, {700, hd})), TensorView(),
+       dev(i32_host(vis, {200}))},
+      {500, 150, dev(rand_host(rng, {277, hd})), dev(rand_host(rng, {2000, hd})),
+       dev(i32_host(picks, {150, 512})), TensorView()}};
+  const int64_t M = 650;
+  const int sms = cuda::list_devices().at(0).multiprocessors;
+  ASSERT_EQ(2, cuda::attention_groups_per_block(M, H, sms));
+  ASSERT_EQ(1, cuda::attention_splits(150, H, window + 512, sms));
+  const Tensor dq = to_dev(*gpu, rand_host(rng, {M, H, hd}));
+  const Tensor dsinks = to_dev(*gpu, rand_host(rng, {H}, -2.f, 2.f));
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  Tensor freq = host({R});
+  for (int64_t i = 0; i < R; ++i) freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
+  std::vector<int32_t> pos(M);
+  for (auto& e : pos) e = static_cast<int32_t>(rng.integer(0, 200000));
+  const Tensor dfreq = to_dev(*gpu, freq), dpos = to_dev(*gpu, i32_host(pos, {M}));
+  Tensor out[2], out16[2];
+  for (int on = 0; on < 2; ++on) {
+    ASSERT_EQ(set_cuda_wgmma(*gpu, on == 1), on == 1);
+    out[on] = dev_poisoned(*gpu, {M, H, hd});
+    gpu->attention_batch(dq, segs, window, dsinks, scale, out[on]);
+    Tensor poison = host({M, H, hd}, DType::kBF16);
+    std::fill_n(poison.data_as<uint16_t>(), poison.numel(), uint16_t{0x7fc1});
+    out16[on] = to_dev(*gpu, poison);
+    gpu->attention_batch_derotated(dq, segs, window, dsinks, scale, dpos, dfreq, out16[on]);
+  }
+  set_cuda_wgmma(*gpu, true);
+  const Tensor a = to_host(*gpu, out[0]), b = to_host(*gpu, out[1]);
+  int64_t differ = 0, finite = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    differ += std::memcmp(a.data_as<float>() + i, b.data_as<float>() + i, 4) != 0;
+    finite += std::isfinite(b.data_as<float>()[i]);
+  }
+  EXPECT_EQ(differ, 0) << "of " << a.numel() << " fp32 outputs";
+  EXPECT_EQ(finite, a.numel());
+  const Tensor a16 = to_host(*gpu, out16[0]), b16 = to_host(*gpu, out16[1]);
+  EXPECT_EQ(0, std::memcmp(a16.view().data(), b16.view().data(), a16.view().nbytes()))
+      << "bf16 de-rotated";
 }
 
 // indexer_scores_batch on the GPU (one launch for many sequences' decode rows, each against its

@@ -25,9 +25,10 @@ const cuda::GraphStats* cuda_graph_stats(Backend& backend);
 void set_cuda_graphs(Backend& backend, bool on);
 // At most this many kept executable graphs over all batch sizes (64 by default); for tests.
 void set_cuda_graph_capacity(Backend& backend, size_t graphs);
-// The Hopper wgmma kernels (routed experts of prefill-sized batches, the indexer's fused
-// scoring of prefill and decode rows) on or off: off, the experts run the mma.sync tiles (the
-// same bits) and the indexer fp32 FMAs (a GEMM and a reduction; per-row blocks for decode).
+// The Hopper wgmma kernels (routed experts of prefill-sized batches, the attention of
+// prefill-sized calls, the indexer's fused scoring of prefill and decode rows) on or off: off,
+// the experts and the attention run their mma.sync kernels (the same bits) and the indexer fp32
+// FMAs (a GEMM and a reduction; per-row blocks for decode).
 // DEEPINFER_CUDA_WGMMA sets the default; returns whether wgmma is now in use (never on a device
 // without it). For tests and benchmarks.
 bool set_cuda_wgmma(Backend& backend, bool on);

@@ -153,7 +153,8 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   const int64_t groups = (H + heads_per_block - 1) / heads_per_block;  // blocks per row and split
   int64_t Kmax = 0, Emax = 0, blocks = 0, part_rows = 0;
   int first_splits = 0;
-  bool uniform = true;  // every segment chose the same splits
+  bool uniform = true;    // every segment chose the same splits
+  bool all_split = true;  // every segment with rows has its keys split (the wgmma kernel's need)
   // Two-group blocks of a prefill-sized segment read its keys split into fp16 hi / lo once here
   // (each key serves up to a window of queries, or every query picking it) instead of
   // converting them per query; the same halves reach the kernel's shared memory. Segments
@@ -227,6 +228,8 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     if (splits_keys(seg)) {
       win_h = split_of.at(seg.win_kv.data()).halves;
       if (E > 0) comp_h = split_of.at(seg.comp_kv.data()).halves;
+    } else if (S > 0) {
+      all_split = false;
     }
     for (int64_t r = 0; r < S; ++r) {
       AttnRow& row = rows[seg.row0 + r];
@@ -289,6 +292,15 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     dst.rope_pos = positions.data_as<int32_t>();
     dst.rope_freq = inv_freq.data_as<float>();
     dst.rope_R = R;
+  }
+  // Prefill-sized calls of the model's shapes run on Hopper wgmma (the same bits).
+  if (wgmma_ && groups_per_block == 2 && attention_wgmma_supported(H, hd) && all_split &&
+      slots == 0 && in_kernel && aligned16(q.data())) {
+    check(launch_attention_wgmma(q.data_as<float>(), M, rows_ptr, window, list, count, Kmax,
+                                 sinks.data_as<float>(), scale, dst, ctx_->error_word(),
+                                 ctx_->stream()),
+          op);
+    return;
   }
   const int quarter_warps = attention_quarter_warps(groups_per_block, hd, blocks, ctx_->num_sms());
   check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, groups_per_block, quarter_warps,

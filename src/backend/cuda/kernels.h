@@ -174,6 +174,15 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
                              float* workspace, int64_t partial_slots, const AttnOutput& out,
                              int32_t* err, cudaStream_t stream);
+// launch_attention's two-group path on Hopper wgmma (kernels_attention_wgmma.cu; only where
+// wgmma_available() and attention_wgmma_supported(H, hd)): the same bits, one block per row.
+// Every row's keys must come split (win_h, and comp_h where it has entries), none split
+// (splits == 1), out stored by pairs, q 16-byte aligned.
+bool attention_wgmma_supported(int64_t H, int64_t hd);
+cudaError_t launch_attention_wgmma(const float* q, int64_t M, const AttnRow* rows, int64_t window,
+                                   const int32_t* list, const int32_t* count, int64_t Kmax,
+                                   const float* sinks, float scale, const AttnOutput& out,
+                                   int32_t* err, cudaStream_t stream);
 // scores[m, e] = scale * sum_h w[m, h] * relu(dots[m, h, e]) for e < visible[m], else -inf.
 // dots [M, nh, E] are the per-head q . k products (a GEMM).
 cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,

@@ -1,7 +1,8 @@
 // Thin wrappers over Hopper's warpgroup MMA PTX (wgmma, sm_90a only; C++17, nvcc only): shared
 // memory matrix descriptors for the 128-byte swizzled K-major tiles the expert GEMM and the
-// indexer stage, the m64n256k16 bf16 and m64n128k16 fp16 MMAs with fp32 accumulation, and the
-// fences and group waits around them. Outside sm_90a every wrapper compiles to nothing
+// indexer stage (and their MN-major reading, the attention's V), the m64n256k16 bf16 and
+// m64n{64,128,256}k16 fp16 MMAs with fp32 accumulation, and the fences and group waits around
+// them. Outside sm_90a every wrapper compiles to nothing
 // (DI_HAVE_WGMMA is 0): callers check it.
 #pragma once
 
@@ -25,6 +26,14 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr) {
          | (uint64_t{1} << 16)                         // leading byte offset (unused when swizzled)
          | (uint64_t{1024 >> 4} << 32)                 // stride byte offset: one 8-row atom
          | (uint64_t{1} << 62);                        // 128-byte swizzle
+}
+
+// The same 128-byte swizzled rows read MN-major (a B operand whose N runs along the rows: row
+// r holds k index r, 64 n values): 8-row groups along k `sbo` bytes apart, 64-wide n blocks
+// `lbo` bytes apart (CUTLASS's canonical ((64, m), (8, k)) : ((1, LBO), (64, SBO)) layout).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128_mn(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{(lbo & 0x3FFFF) >> 4} << 16) |
+         (uint64_t{(sbo & 0x3FFFF) >> 4} << 32) | (uint64_t{1} << 62);
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -108,6 +117,46 @@ __device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], uint64_t a_
       : DI_ACC8(0), DI_ACC8(8), DI_ACC8(16), DI_ACC8(24), DI_ACC8(32), DI_ACC8(40), DI_ACC8(48),
         DI_ACC8(56)
       : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+#endif
+}
+
+// d[64 x 64] += a[64 x 16] b[64 x 16]^T, fp16, both K-major; d as wgmma_m64n256k16_bf16's
+// over 8 column blocks.
+__device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint64_t a_desc,
+                                                    uint64_t b_desc) {
+#if DI_HAVE_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : DI_ACC8(0), DI_ACC8(8), DI_ACC8(16), DI_ACC8(24)
+      : "l"(a_desc), "l"(b_desc), "r"(1));
+#endif
+}
+
+// d[64 x 256] += a[64 x 16] b, fp16, a K-major, b [16 x 256] MN-major (wgmma_desc_sw128_mn).
+__device__ __forceinline__ void wgmma_m64n256k16_f16_bmn(float (&d)[128], uint64_t a_desc,
+                                                         uint64_t b_desc) {
+#if DI_HAVE_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, "
+      "%127}, "
+      "%128, %129, p, 1, 1, 0, 1;\n}\n"
+      : DI_ACC8(0), DI_ACC8(8), DI_ACC8(16), DI_ACC8(24), DI_ACC8(32), DI_ACC8(40), DI_ACC8(48),
+        DI_ACC8(56), DI_ACC8(64), DI_ACC8(72), DI_ACC8(80), DI_ACC8(88), DI_ACC8(96), DI_ACC8(104),
+        DI_ACC8(112), DI_ACC8(120)
+      : "l"(a_desc), "l"(b_desc), "r"(1));
 #endif
 }
 
