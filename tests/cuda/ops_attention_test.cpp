@@ -126,12 +126,12 @@ TEST_F(Attn, AttentionMatchesCpu) {
   }
 }
 
-// Prefill-sized calls (1100 queries of 64 heads) run blocks of two 16-head groups: their rows are
-// bitwise what a 200-row call gives them (one group per block; both many enough not to split
-// keys) and what a one-row call gives (a decode-sized grid, two warps per dim quarter), whether
-// their keys were split to fp16 once for the call (prefill segments) or per chunk (decode rows
-// beside them), and match the CPU (hd 64; 512 is the V4-Flash shape, GPU only: the CPU reference
-// would take minutes).
+// Prefill-sized calls (1100 queries of 64 heads) run blocks of two 16-head groups, or for hd
+// 512 the wgmma kernel where the device has it: their rows are bitwise what a 200-row call gives
+// them (one group per block; both many enough not to split keys) and what a one-row call gives
+// (a decode-sized grid, two warps per dim quarter), whether their keys were split to fp16 once
+// for the call (prefill segments) or per chunk (decode rows beside them), and match the CPU (hd
+// 64; 512 is the V4-Flash shape, GPU only: the CPU reference would take minutes).
 TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
   SEED_TRACE();
   // Keys per query <= 128: one key split at every call size, so the rows can match bitwise.
@@ -160,7 +160,12 @@ TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
     Tensor dq = to_dev(*gpu, q), dwin = to_dev(*gpu, win), dcomp = to_dev(*gpu, comp);
     Tensor didx = to_dev(*gpu, idx), dsinks = to_dev(*gpu, sinks);
     Tensor out = dev_poisoned(*gpu, {M, H, hd});
+    const bool wgmma = set_cuda_wgmma(*gpu, true);  // the default; false where none
+    const int64_t calls = cuda_wgmma_attention_calls(*gpu);
     gpu->attention(dq, dwin, window, dcomp, didx, TensorView(), dsinks, scale, out);
+    // 64 heads of 512 take the wgmma kernel where the device has it (the rows below compare
+    // its bits with the mma.sync kernel's); other shapes the mma.sync kernel.
+    EXPECT_EQ(cuda_wgmma_attention_calls(*gpu) - calls, wgmma && hd == 512 ? 1 : 0);
     const Tensor got = to_host(*gpu, out);
     if (hd == 64) {
       Tensor ref = host({M, H, hd});
@@ -417,12 +422,15 @@ TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
   Tensor out[2], out16[2];
   for (int on = 0; on < 2; ++on) {
     ASSERT_EQ(set_cuda_wgmma(*gpu, on == 1), on == 1);
+    const int64_t calls = cuda_wgmma_attention_calls(*gpu);
     out[on] = dev_poisoned(*gpu, {M, H, hd});
     gpu->attention_batch(dq, segs, window, dsinks, scale, out[on]);
     Tensor poison = host({M, H, hd}, DType::kBF16);
     std::fill_n(poison.data_as<uint16_t>(), poison.numel(), uint16_t{0x7fc1});
     out16[on] = to_dev(*gpu, poison);
     gpu->attention_batch_derotated(dq, segs, window, dsinks, scale, dpos, dfreq, out16[on]);
+    // Both calls took the kernel the setting names (else the comparison below proves nothing).
+    EXPECT_EQ(cuda_wgmma_attention_calls(*gpu) - calls, on ? 2 : 0) << "wgmma " << on;
   }
   set_cuda_wgmma(*gpu, true);
   const Tensor a = to_host(*gpu, out[0]), b = to_host(*gpu, out[1]);

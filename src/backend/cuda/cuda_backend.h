@@ -35,5 +35,7 @@ bool set_cuda_wgmma(Backend& backend, bool on);
 // How many bytes of fp16 key halves one launch of the wgmma indexer_scores_batch splits at
 // most (256 MiB by default; more sequences' keys go in further launches). For tests.
 void set_cuda_indexer_halves_cap(Backend& backend, int64_t bytes);
+// How many attention calls so far ran on the Hopper wgmma kernel (0 off CUDA). For tests.
+int64_t cuda_wgmma_attention_calls(const Backend& backend);
 
 }  // namespace deepinfer

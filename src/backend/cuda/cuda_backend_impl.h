@@ -175,6 +175,8 @@ class CudaBackend final : public Backend {
   bool wgmma() const { return wgmma_; }
   // The most bytes of fp16 key halves one wgmma indexer_scores_batch launch splits (for tests).
   void set_indexer_halves_cap(int64_t bytes) { indexer_halves_cap_ = bytes; }
+  // Attention calls the wgmma kernel took (run_attention), for tests.
+  int64_t wgmma_attention_calls() const { return wgmma_attention_calls_; }
 
   void enter_sync_free(const char* region) override;
   void leave_sync_free() override;
@@ -246,6 +248,7 @@ class CudaBackend final : public Backend {
   bool graphs_enabled_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t indexer_halves_cap_ = int64_t{256} << 20;
+  int64_t wgmma_attention_calls_ = 0;
   int64_t graph_key_ = 0;
   // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph
   // copies packet_host_ to packet_dev_ before its first node, one copy instead of one per

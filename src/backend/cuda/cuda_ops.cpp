@@ -300,6 +300,7 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
                                  sinks.data_as<float>(), scale, dst, ctx_->error_word(),
                                  ctx_->stream()),
           op);
+    ++wgmma_attention_calls_;
     return;
   }
   const int quarter_warps = attention_quarter_warps(groups_per_block, hd, blocks, ctx_->num_sms());
