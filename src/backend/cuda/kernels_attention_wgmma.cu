@@ -14,7 +14,10 @@
 //       its 256 output dims, the keys' 128-byte rows read MN-major (the same rows as in S).
 // The bits match the mma.sync kernel's because each output adds the same k16 products in the
 // same order into one fp32 accumulator (wgmma's k16 step rounds as mma.sync's does: the
-// expert kernels showed it, PrefillSizedCallsMatchSmallerCalls checks it here).
+// expert kernels showed it; AttentionWgmmaIsTheMmaSyncKernel and
+// PrefillSizedCallsMatchSmallerCalls check it here). Two buffers of each stage kind fill the
+// shared memory, so one stage is in flight and both warpgroups step through it together: ncu
+// finds the kernel bound by that (L2 and the tensor cores both under a third busy; docs/perf.md).
 #include "backend/cuda/attention_keys.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
