@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 
+#include "core/status.h"
 #include "core/tensor.h"
 
 namespace deepinfer {
@@ -133,6 +134,19 @@ class Backend {
                       const TensorView& scale, int sinkhorn_iters, float hc_eps, float norm_eps,
                       const TensorView& collapsed, const TensorView& post,
                       const TensorView& comb) = 0;
+  // hc_pre, then rms_norm(collapsed, norm_weight, norm_eps, normed) (normed [M, D]): an mHC
+  // site's normed input. One op so that a backend can norm each row as it collapses it; the
+  // same values as the two in turn, which is what this default runs.
+  virtual void hc_pre_norm(const TensorView& X, const TensorView& fn, const TensorView& base,
+                           const TensorView& scale, int sinkhorn_iters, float hc_eps,
+                           float norm_eps, const TensorView& norm_weight, const TensorView& normed,
+                           const TensorView& post, const TensorView& comb) {
+    DI_CHECK(normed.ndim() == 2, ErrorCode::kInvalidArgument,
+             "hc_pre_norm: normed must be [M, D], got {}", normed.shape_str());
+    Tensor collapsed = empty({normed.dim(0), normed.dim(1)});
+    hc_pre(X, fn, base, scale, sinkhorn_iters, hc_eps, norm_eps, collapsed, post, comb);
+    rms_norm(collapsed, norm_weight, norm_eps, normed);
+  }
   // out[m, h] = post[m, h] * y[m] + sum_j comb[m, j, h] * X[m, j]; out must not alias X.
   virtual void hc_post(const TensorView& X, const TensorView& y, const TensorView& post,
                        const TensorView& comb, const TensorView& out) = 0;

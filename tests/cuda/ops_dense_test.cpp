@@ -578,6 +578,79 @@ TEST_F(Ops, HcPrePostHeadMatchCpu) {
   }
 }
 
+// hc_pre_norm is hc_pre then rms_norm, bit for bit, whether it runs as one kernel (a cluster of
+// column parts per row at decode sizes, one block per row at prefill sizes) or falls back to the
+// two (more than 5 streams, rows over 4096 columns, no norm weight is fused too); and near the CPU.
+TEST_F(Ops, HcPreNormIsHcPreThenRmsNorm) {
+  SEED_TRACE();
+  struct Case {
+    int64_t M, hc, D;
+    bool weighted, fused;
+  };
+  for (const Case& k : std::vector<Case>{{1, 4, 4096, true, true},      // 8 parts
+                                         {3, 4, 4096, true, true},      // 8 parts
+                                         {16, 4, 4096, true, true},     // 8 parts
+                                         {40, 4, 4096, true, true},     // 4 (of 7) parts
+                                         {130, 4, 4096, true, true},    // 2 parts
+                                         {300, 4, 4096, true, true},    // 1 part, wide mixing
+                                         {2, 4, 1000, true, true},      // 1 part: 500-col slices
+                                         {5, 4, 200, false, true},      // unweighted, short warp
+                                         {1, 2, 64, true, true},        // 1 part
+                                         {3, 6, 64, true, false},       // 36 comb lanes
+                                         {2, 4, 4100, true, false}}) {  // over 4096 columns
+    Rng rng;
+    const int64_t M = k.M, hc = k.hc, D = k.D, nmix = (2 + hc) * hc;
+    const HcInputs in = hc_inputs(rng, M, hc, D, nmix);
+    const Tensor w = k.weighted ? rand_host(rng, {D}, 0.5f, 1.5f) : Tensor();
+    Tensor dX = to_dev(*gpu, in.X), dfn = to_dev(*gpu, in.fn), dbase = to_dev(*gpu, in.base),
+           dscale = to_dev(*gpu, in.scale), dw = k.weighted ? to_dev(*gpu, w) : Tensor();
+    // The two ops in turn on the GPU.
+    Tensor c = dev_poisoned(*gpu, {M, D}), p = dev_poisoned(*gpu, {M, hc}),
+           cb = dev_poisoned(*gpu, {M, hc, hc}), n = dev_poisoned(*gpu, {M, D});
+    gpu->hc_pre(dX, dfn, dbase, dscale, 20, 1e-6f, 1e-6f, c, p, cb);
+    gpu->rms_norm(c, dw, 1e-6f, n);
+    // The one op.
+    Tensor fp = dev_poisoned(*gpu, {M, hc}), fcb = dev_poisoned(*gpu, {M, hc, hc}),
+           fused = dev_poisoned(*gpu, {M, D});
+    const int64_t calls = cuda_fused_hc_pre_norm_calls(*gpu);
+    gpu->hc_pre_norm(dX, dfn, dbase, dscale, 20, 1e-6f, 1e-6f, dw, fused, fp, fcb);
+    EXPECT_EQ(cuda_fused_hc_pre_norm_calls(*gpu) - calls, k.fused ? 1 : 0) << M << " " << D;
+    auto same = [&](const Tensor& a, const Tensor& b, const char* what) {
+      const Tensor ha = to_host(*gpu, a), hb = to_host(*gpu, b);
+      EXPECT_EQ(0, std::memcmp(ha.data_as<float>(), hb.data_as<float>(), ha.numel() * 4))
+          << what << " " << M << " " << hc << " " << D;
+    };
+    same(fused, n, "normed");
+    same(fp, p, "post");
+    same(fcb, cb, "comb");
+    Tensor rn = host({M, D}), rp = host({M, hc}), rk = host({M, hc, hc});
+    cpu->hc_pre_norm(in.X, in.fn, in.base, in.scale, 20, 1e-6f, 1e-6f, w, rn, rp, rk);
+    EXPECT_LE(rel_err(to_host(*gpu, fused), rn), kTolF32) << "normed vs cpu " << M << " " << D;
+    if (M > 1) {  // the last row alone gets what it got in the batch
+      Tensor n1 = dev_poisoned(*gpu, {1, D}), p1 = dev_poisoned(*gpu, {1, hc}),
+             k1 = dev_poisoned(*gpu, {1, hc, hc});
+      gpu->hc_pre_norm(dX.view().slice_rows(M - 1, M), dfn, dbase, dscale, 20, 1e-6f, 1e-6f, dw, n1,
+                       p1, k1);
+      const Tensor all = to_host(*gpu, fused), one = to_host(*gpu, n1);
+      EXPECT_EQ(0, std::memcmp(all.data_as<float>() + (M - 1) * D, one.data_as<float>(), D * 4))
+          << "hc_pre_norm row " << M - 1 << " alone vs in a batch of " << M;
+    }
+  }
+}
+
+TEST_F(Ops, HcPreNormRejectsBadShapes) {
+  Rng rng;
+  const HcInputs in = hc_inputs(rng, 2, 4, 64, 24);
+  Tensor dX = to_dev(*gpu, in.X), p = gpu->empty({2, 4}), cb = gpu->empty({2, 4, 4});
+  auto run = [&](const Tensor& w, const Tensor& normed) {
+    gpu->hc_pre_norm(dX, to_dev(*gpu, in.fn), to_dev(*gpu, in.base), to_dev(*gpu, in.scale), 20,
+                     1e-6f, 1e-6f, w, normed, p, cb);
+  };
+  EXPECT_THROW(run(to_dev(*gpu, rand_host(rng, {63})), gpu->empty({2, 64})), Error);
+  EXPECT_THROW(run(Tensor(), gpu->empty({2, 65})), Error);
+  EXPECT_THROW(run(Tensor(), gpu->empty({128})), Error);
+}
+
 // Inside a sync-free region a download (a host wait) is a loud error naming the region; uploads
 // and launches are fine; outside it the same download works.
 TEST_F(Ops, SyncGuardRejectsHostWaitsInsideARegion) {

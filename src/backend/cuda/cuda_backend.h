@@ -37,5 +37,7 @@ bool set_cuda_wgmma(Backend& backend, bool on);
 void set_cuda_indexer_halves_cap(Backend& backend, int64_t bytes);
 // How many attention calls so far ran on the Hopper wgmma kernel (0 off CUDA). For tests.
 int64_t cuda_wgmma_attention_calls(const Backend& backend);
+// How many hc_pre_norm calls so far ran as one fused kernel (0 off CUDA). For tests.
+int64_t cuda_fused_hc_pre_norm_calls(const Backend& backend);
 
 }  // namespace deepinfer

@@ -124,6 +124,10 @@ class CudaBackend final : public Backend {
   void hc_pre(const TensorView& X, const TensorView& fn, const TensorView& base,
               const TensorView& scale, int sinkhorn_iters, float hc_eps, float norm_eps,
               const TensorView& collapsed, const TensorView& post, const TensorView& comb) override;
+  void hc_pre_norm(const TensorView& X, const TensorView& fn, const TensorView& base,
+                   const TensorView& scale, int sinkhorn_iters, float hc_eps, float norm_eps,
+                   const TensorView& norm_weight, const TensorView& normed, const TensorView& post,
+                   const TensorView& comb) override;
   void hc_post(const TensorView& X, const TensorView& y, const TensorView& post,
                const TensorView& comb, const TensorView& out) override;
   void hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,
@@ -177,6 +181,8 @@ class CudaBackend final : public Backend {
   void set_indexer_halves_cap(int64_t bytes) { indexer_halves_cap_ = bytes; }
   // Attention calls the wgmma kernel took (run_attention), for tests.
   int64_t wgmma_attention_calls() const { return wgmma_attention_calls_; }
+  // hc_pre_norm calls the one-launch kernel took, for tests.
+  int64_t fused_hc_pre_norm_calls() const { return fused_hc_pre_norm_calls_; }
 
   void enter_sync_free(const char* region) override;
   void leave_sync_free() override;
@@ -248,7 +254,7 @@ class CudaBackend final : public Backend {
   bool graphs_enabled_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t indexer_halves_cap_ = int64_t{256} << 20;
-  int64_t wgmma_attention_calls_ = 0;
+  int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0;
   int64_t graph_key_ = 0;
   // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph
   // copies packet_host_ to packet_dev_ before its first node, one copy instead of one per

@@ -8,32 +8,76 @@
 
 namespace deepinfer::cuda {
 
+namespace {
+
+struct HcShape {
+  int64_t M, hc, D;
+};
+
+// hc_pre's and hc_pre_norm's checks of X and the mixing weights and outputs; `out` is the
+// collapsed or the normed rows.
+HcShape check_hc_pre(const char* op, const TensorView& X, const TensorView& fn,
+                     const TensorView& base, const TensorView& scale, const char* out_name,
+                     const TensorView& out, const TensorView& post, const TensorView& comb) {
+  expect(op, "X", X, DType::kF32, {kAny, kAny, kAny});
+  const int64_t M = X.dim(0), hc = X.dim(1), D = X.dim(2), nmix = (2 + hc) * hc;
+  DI_CHECK(hc >= 1 && D >= 1, ErrorCode::kInvalidArgument, "{}: X {} has no streams", op,
+           X.shape_str());
+  DI_CHECK(hc <= kMaxHc, ErrorCode::kUnsupported, "{}: {} streams exceed the supported {}", op, hc,
+           kMaxHc);
+  expect(op, "fn", fn, DType::kF32, {nmix, hc * D});
+  expect(op, "base", base, DType::kF32, {nmix});
+  expect(op, "scale", scale, DType::kF32, {3});
+  expect(op, out_name, out, DType::kF32, {M, D});
+  expect(op, "post", post, DType::kF32, {M, hc});
+  expect(op, "comb", comb, DType::kF32, {M, hc, hc});
+  expect_no_alias(op, out_name, out, "X", X);
+  DI_CHECK(M <= INT_MAX, ErrorCode::kUnsupported, "{}: {} rows exceed the grid", op, M);
+  return {M, hc, D};
+}
+
+}  // namespace
+
 void CudaBackend::hc_pre(const TensorView& X, const TensorView& fn, const TensorView& base,
                          const TensorView& scale, int sinkhorn_iters, float hc_eps, float norm_eps,
                          const TensorView& collapsed, const TensorView& post,
                          const TensorView& comb) {
   const char* op = "hc_pre";
   OpScope s(*this, op);
-  expect(op, "X", X, DType::kF32, {kAny, kAny, kAny});
-  const int64_t M = X.dim(0), hc = X.dim(1), D = X.dim(2), nmix = (2 + hc) * hc;
-  DI_CHECK(hc >= 1 && D >= 1, ErrorCode::kInvalidArgument, "hc_pre: X {} has no streams",
-           X.shape_str());
-  DI_CHECK(hc <= kMaxHc, ErrorCode::kUnsupported, "hc_pre: {} streams exceed the supported {}", hc,
-           kMaxHc);
-  expect(op, "fn", fn, DType::kF32, {nmix, hc * D});
-  expect(op, "base", base, DType::kF32, {nmix});
-  expect(op, "scale", scale, DType::kF32, {3});
-  expect(op, "collapsed", collapsed, DType::kF32, {M, D});
-  expect(op, "post", post, DType::kF32, {M, hc});
-  expect(op, "comb", comb, DType::kF32, {M, hc, hc});
-  expect_no_alias(op, "collapsed", collapsed, "X", X);
-  DI_CHECK(M <= INT_MAX, ErrorCode::kUnsupported, "hc_pre: {} rows exceed the grid", M);
-  const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, nmix) * 4);
+  const auto [M, hc, D] = check_hc_pre(op, X, fn, base, scale, "collapsed", collapsed, post, comb);
+  const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, (2 + hc) * hc) * 4);
   check(launch_hc_pre(X.data_as<float>(), M, hc, D, fn.data_as<float>(), base.data_as<float>(),
                       scale.data_as<float>(), sinkhorn_iters, hc_eps, norm_eps,
                       collapsed.data_as<float>(), post.data_as<float>(), comb.data_as<float>(),
                       static_cast<float*>(partial.get()), ctx_->num_sms(), ctx_->stream()),
         op);
+}
+
+void CudaBackend::hc_pre_norm(const TensorView& X, const TensorView& fn, const TensorView& base,
+                              const TensorView& scale, int sinkhorn_iters, float hc_eps,
+                              float norm_eps, const TensorView& norm_weight,
+                              const TensorView& normed, const TensorView& post,
+                              const TensorView& comb) {
+  const char* op = "hc_pre_norm";
+  {
+    OpScope s(*this, op);
+    const auto [M, hc, D] = check_hc_pre(op, X, fn, base, scale, "normed", normed, post, comb);
+    if (given(norm_weight)) expect(op, "norm_weight", norm_weight, DType::kF32, {D});
+    const float* w = given(norm_weight) ? norm_weight.data_as<float>() : nullptr;
+    if (hc_pre_norm_fused(hc, D, w, normed.data_as<float>())) {
+      const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, (2 + hc) * hc) * 4);
+      check(launch_hc_pre_norm(X.data_as<float>(), M, hc, D, fn.data_as<float>(),
+                               base.data_as<float>(), scale.data_as<float>(), sinkhorn_iters,
+                               hc_eps, norm_eps, w, normed.data_as<float>(), post.data_as<float>(),
+                               comb.data_as<float>(), static_cast<float*>(partial.get()),
+                               ctx_->num_sms(), ctx_->stream()),
+            op);
+      ++fused_hc_pre_norm_calls_;
+      return;
+    }
+  }
+  Backend::hc_pre_norm(X, fn, base, scale, sinkhorn_iters, hc_eps, norm_eps, norm_weight, normed,
+                       post, comb);
 }
 
 void CudaBackend::hc_post(const TensorView& X, const TensorView& y, const TensorView& post,

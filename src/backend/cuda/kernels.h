@@ -80,6 +80,14 @@ cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, cons
                           const float* base, const float* scale, int iters, float hc_eps,
                           float norm_eps, float* collapsed, float* post, float* comb,
                           float* partial, int sms, cudaStream_t stream);
+// hc_pre, then rms_norm(collapsed, norm_w (null: unweighted), norm_eps) into normed, in one
+// launch after the mixing pass: the same bits as launch_hc_pre then launch_rms_norm. Where
+// hc_pre_norm_fused() holds (V4's 4 streams of up to 4096 columns; 16-byte aligned normed, norm_w).
+bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const float* normed);
+cudaError_t launch_hc_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
+                               const float* base, const float* scale, int iters, float hc_eps,
+                               float norm_eps, const float* norm_w, float* normed, float* post,
+                               float* comb, float* partial, int sms, cudaStream_t stream);
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,
                            int64_t M, int64_t hc, int64_t D, float* out, cudaStream_t stream);
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,

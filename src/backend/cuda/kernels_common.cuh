@@ -65,6 +65,27 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return s;
 }
 
+// rms_norm's sum of squares of 4 columns (one thread's share before the block's sum).
+__device__ __forceinline__ float sum_sq4(const float4& v) {
+  float ss = v.x * v.x;
+  ss = fmaf(v.y, v.y, ss);
+  ss = fmaf(v.z, v.z, ss);
+  return fmaf(v.w, v.w, ss);
+}
+
+// rms_norm's scale of a row of D columns whose squares sum to ss.
+__device__ __forceinline__ float inv_rms(float ss, int64_t D, float eps) {
+  return 1.f / sqrtf(ss / static_cast<float>(D) + eps);
+}
+
+// rms_norm's scaling of 4 columns from i: v * inv [* w[i..i+4)] (w null: unweighted). Every
+// kernel writing normed rows goes through it, so that they give the same bits.
+__device__ __forceinline__ float4 scale4(const float4& v, float inv, const float* w, int64_t i) {
+  if (!w) return make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+  const float4 g = *reinterpret_cast<const float4*>(w + i);
+  return make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+}
+
 // Max over the block, like block_sum.
 __device__ __forceinline__ float block_max(float v, float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -75,18 +75,7 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n
 
 // 1 / rms of a row held one float4 per thread (zeros past D), for the block.
 __device__ __forceinline__ float row_inv_rms4(const float4& v, int64_t D, float eps, float* red) {
-  float ss = v.x * v.x;
-  ss = fmaf(v.y, v.y, ss);
-  ss = fmaf(v.z, v.z, ss);
-  ss = fmaf(v.w, v.w, ss);
-  ss = block_sum(ss, red);
-  return 1.f / sqrtf(ss / static_cast<float>(D) + eps);
-}
-
-__device__ __forceinline__ float4 scale4(const float4& v, float inv, const float* w, int64_t i) {
-  if (!w) return make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
-  const float4 g = *reinterpret_cast<const float4*>(w + i);
-  return make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+  return inv_rms(block_sum(sum_sq4(v), red), D, eps);
 }
 
 // One block per row, one float4 per thread (D % 4 == 0, 16-byte aligned rows, D <= 4096): a

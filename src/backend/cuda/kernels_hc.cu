@@ -1,5 +1,7 @@
 // Manifold-constrained hyper-connections: hc_pre (the mixing GEMV split over row chunks, then
 // RMS scale, sigmoids, Sinkhorn and the collapse in one block per row), hc_post, hc_head.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <climits>
 
@@ -11,6 +13,8 @@
 namespace deepinfer::cuda {
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
@@ -325,7 +329,7 @@ __device__ void row_mixes(const float* partial, int64_t m, int nchunks, int nmix
   __syncthreads();
 }
 
-// out[d] = sum_h pre[h] x[h, d] for d in [d0, d1), accumulated in stream order like the CPU
+// out[d - d0] = sum_h pre[h] x[h, d] for d in [d0, d1), accumulated in stream order like the CPU
 // backend (pre[0] x[0, d], then one FMA per stream), by the block's threads from `first` on:
 // 4 columns per step by float4 where the rows allow (a prefill row's 64 KB one by one: hc_pre
 // 189 -> 101 us per 4096 rows), the rest one by one, the same arithmetic either way.
@@ -357,14 +361,14 @@ __device__ void collapse(const float* x, const float* pre, int hc, int64_t D, in
                             fmaf(pre[h], w[u].z, o.z), fmaf(pre[h], w[u].w, o.w));
         }
       }
-      *reinterpret_cast<float4*>(out + d) = o;
+      *reinterpret_cast<float4*>(out + (d - d0)) = o;
     }
     dv = d0 + 4 * n4;
   }
   for (int64_t d = dv + tid; d < d1; d += nt) {
     float o = pre[0] * x[d];
     for (int h = 1; h < hc; ++h) o = fmaf(pre[h], x[h * D + d], o);
-    out[d] = o;
+    out[d - d0] = o;
   }
 }
 
@@ -439,6 +443,31 @@ __device__ void part_columns(int64_t D, int part, int parts, int64_t* d0, int64_
   *d1 = *d0 + per < D ? *d0 + per : D;
 }
 
+// The row's mixes from the partials and its pre weights, into mix / pre for the block; part 0
+// takes every mix and writes post, the other parts take the pre mixes only.
+__device__ void row_weights(const float* partial, int64_t m, int nchunks, int hc, int64_t W,
+                            const float* base, const float* scale, float hc_eps, float norm_eps,
+                            bool part0, float* mix, float* pre, float* post) {
+  const int nmix = (2 + hc) * hc;
+  row_mixes(partial, m, nchunks, nmix, part0 ? nmix : hc, W, norm_eps, mix);
+  if (threadIdx.x < hc) {
+    const int h = threadIdx.x;
+    pre[h] = sigmoidf_(mix[h] * scale[0] + base[h]) + hc_eps;
+    if (part0) post[m * hc + h] = 2.f * sigmoidf_(mix[hc + h] * scale[1] + base[hc + h]);
+  }
+  __syncthreads();
+}
+
+// comb of the row by warp 0's lanes (hc * hc <= 32), from the mixes row_weights left.
+__device__ void comb_by_warp(const float* mix, const float* base, const float* scale, int hc,
+                             int iters, float hc_eps, float* comb_row) {
+  const int lane = threadIdx.x;
+  const bool mine = lane < hc * hc;
+  float v = mine ? mix[2 * hc + lane] * scale[2] + base[2 * hc + lane] : 0.f;
+  v = hc == 4 ? sinkhorn_warp<4>(v, hc, iters, hc_eps) : sinkhorn_warp<0>(v, hc, iters, hc_eps);
+  if (mine) comb_row[lane] = v;
+}
+
 // Grid (row, part): every part derives the row's pre weights from the partials (cheap) and
 // collapses its slice of the columns; part 0 also writes post and the Sinkhorn comb. Splitting
 // the columns keeps a decode step's few rows from running on one SM each; a value's arithmetic
@@ -450,42 +479,115 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* pa
   __shared__ float mix[kMaxMix + 1];
   __shared__ float pre[kMaxHc];
   const int64_t m = blockIdx.x, W = hc * D;
-  const int nmix = (2 + hc) * hc;
   const float* x = X + m * W;
   int64_t d0 = 0, d1 = 0;
   part_columns(D, blockIdx.y, gridDim.y, &d0, &d1);
-  if (blockIdx.y > 0) {
-    row_mixes(partial, m, nchunks, nmix, hc, W, norm_eps, mix);  // the pre mixes only
-    if (threadIdx.x < hc)
-      pre[threadIdx.x] = sigmoidf_(mix[threadIdx.x] * scale[0] + base[threadIdx.x]) + hc_eps;
-    __syncthreads();
-    collapse(x, pre, hc, D, d0, d1, collapsed + m * D);
+  const bool part0 = blockIdx.y == 0;
+  row_weights(partial, m, nchunks, hc, W, base, scale, hc_eps, norm_eps, part0, mix, pre, post);
+  if (!part0) {
+    collapse(x, pre, hc, D, d0, d1, collapsed + m * D + d0);
     return;
   }
-  row_mixes(partial, m, nchunks, nmix, nmix, W, norm_eps, mix);
-  if (threadIdx.x < hc) {
-    const int h = threadIdx.x;
-    pre[h] = sigmoidf_(mix[h] * scale[0] + base[h]) + hc_eps;
-    post[m * hc + h] = 2.f * sigmoidf_(mix[hc + h] * scale[1] + base[hc + h]);
-  }
-  __syncthreads();
   // Warp 0 runs the Sinkhorn rounds for comb while the other warps collapse (the kernel's
   // longest path was the two one after the other).
   const bool warp_sinkhorn = hc * hc <= 32;
-  collapse(x, pre, hc, D, d0, d1, collapsed + m * D, warp_sinkhorn ? 32 : 0);
+  collapse(x, pre, hc, D, d0, d1, collapsed + m * D + d0, warp_sinkhorn ? 32 : 0);
   if (warp_sinkhorn) {
-    if (threadIdx.x < 32) {
-      const int lane = threadIdx.x;
-      const bool mine = lane < hc * hc;
-      float v = mine ? mix[2 * hc + lane] * scale[2] + base[2 * hc + lane] : 0.f;
-      v = hc == 4 ? sinkhorn_warp<4>(v, hc, iters, hc_eps) : sinkhorn_warp<0>(v, hc, iters, hc_eps);
-      if (mine) comb[m * hc * hc + lane] = v;
-    }
+    if (threadIdx.x < 32) comb_by_warp(mix, base, scale, hc, iters, hc_eps, comb + m * hc * hc);
   } else if (threadIdx.x == 0) {
     float* c = mix + 2 * hc;  // reuse the mix slots of comb in place
     for (int i = 0; i < hc * hc; ++i) c[i] = c[i] * scale[2] + base[2 * hc + i];
     sinkhorn(c, hc, iters, hc_eps);
     for (int i = 0; i < hc * hc; ++i) comb[m * hc * hc + i] = c[i];
+  }
+}
+
+// hc_pre_norm's layout: rms_norm4_kernel holds a row one float4 per thread, so its warp w sums
+// the squares of columns [128 w, 128 w + 128) (a butterfly over the lanes), and the row's sum is
+// the butterfly over its ceil(D / 128) warp sums. The fused kernel forms the same warp sums over
+// its slice and the same final sum, so its normed rows are rms_norm's bits.
+constexpr int kNormWarpCols = 128;
+constexpr int kNormMaxCols = 4096;  // rms_norm4_kernel's widest row
+constexpr int kNormMaxParts = 8;    // a portable cluster
+
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+}
+// Named barrier 1 over the block's `threads` collapsing threads (warp 0 of part 0 is away on
+// the Sinkhorn rounds).
+__device__ __forceinline__ void workers_sync(int threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+}
+
+// hc_pre, then rms_norm of the collapsed row (norm_w [D] or null) into normed, in one launch.
+// Grid (row, part) as hc_pre_kernel, the parts of a row one cluster: each collapses its slice
+// into shared memory, publishes its warps' sums of squares, and reads the row's others from its
+// cluster peers (the collapsed row never goes through global memory). Needs hc * hc <= 32,
+// D % 4 == 0, D <= kNormMaxCols and slices of whole 128-column warps.
+__global__ void __launch_bounds__(kThreads)
+    hc_pre_norm_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
+                       const float* base, const float* scale, int iters, float hc_eps,
+                       float norm_eps, const float* norm_w, float* normed, float* post,
+                       float* comb) {
+  wait_for_prior_grid();
+  __shared__ float mix[kMaxMix + 1];
+  __shared__ float pre[kMaxHc];
+  __shared__ __align__(16) float slice[kNormMaxCols];
+  __shared__ float warp_ss[kNormMaxCols / kNormWarpCols];
+  const int64_t m = blockIdx.x, W = hc * D;
+  const int parts = gridDim.y;
+  int64_t d0 = 0, d1 = 0;
+  part_columns(D, blockIdx.y, parts, &d0, &d1);
+  const bool part0 = blockIdx.y == 0;
+  row_weights(partial, m, nchunks, hc, W, base, scale, hc_eps, norm_eps, part0, mix, pre, post);
+  if (part0 && threadIdx.x < 32) {
+    // Nothing of this warp's is read by the others: it arrives at once and runs the Sinkhorn
+    // rounds while the rest of the cluster collapses and norms.
+    if (parts > 1) cluster_arrive();
+    comb_by_warp(mix, base, scale, hc, iters, hc_eps, comb + m * hc * hc);
+    if (parts > 1) {
+      cluster_wait();
+      cluster_arrive();
+      cluster_wait();
+    }
+    return;
+  }
+  const int first = part0 ? 32 : 0, workers = blockDim.x - first;
+  collapse(X + m * W, pre, hc, D, d0, d1, slice, first);
+  workers_sync(workers);
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x - first) >> 5;
+  for (int64_t c = d0 + int64_t{kNormWarpCols} * warp; c < d1;
+       c += int64_t{kNormWarpCols} * (workers >> 5)) {
+    const int64_t i = c + 4 * lane;
+    const float4 v = i < d1 ? *reinterpret_cast<const float4*>(slice + (i - d0))
+                            : make_float4(0.f, 0.f, 0.f, 0.f);
+    const float ss = warp_sum(sum_sq4(v));
+    if (lane == 0) warp_ss[c / kNormWarpCols] = ss;
+  }
+  if (parts > 1) {
+    cluster_arrive();
+    cluster_wait();
+  } else {
+    workers_sync(workers);
+  }
+  const int row_warps = static_cast<int>((D + kNormWarpCols - 1) / kNormWarpCols);
+  const int64_t per = (D + parts - 1) / parts;  // part_columns' slice width
+  float ss = 0.f;
+  if (lane < row_warps) {
+    const unsigned owner = static_cast<unsigned>(lane * kNormWarpCols / per);
+    ss = parts > 1 ? *cg::this_cluster().map_shared_rank(warp_ss + lane, owner) : warp_ss[lane];
+  }
+  const float inv = inv_rms(warp_sum(ss), D, norm_eps);
+  for (int64_t i = d0 + 4 * int64_t{threadIdx.x - first}; i < d1; i += 4 * int64_t{workers}) {
+    const float4 v = *reinterpret_cast<const float4*>(slice + (i - d0));
+    *reinterpret_cast<float4*>(normed + m * D + i) = scale4(v, inv, norm_w, i);
+  }
+  if (parts > 1) {  // no block leaves while a peer may still read its warp sums
+    cluster_arrive();
+    cluster_wait();
   }
 }
 
@@ -503,7 +605,7 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
   __syncthreads();
   int64_t d0 = 0, d1 = 0;
   part_columns(D, blockIdx.y, gridDim.y, &d0, &d1);
-  collapse(x, pre, hc, D, d0, d1, out + m * D);
+  collapse(x, pre, hc, D, d0, d1, out + m * D + d0);
 }
 
 // One thread per (m, d) writing all hc streams: X[m, :, d] is read once (not once per output
@@ -600,6 +702,42 @@ cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, cons
   return launch_kernel(hc_pre_kernel, dim3(static_cast<unsigned>(M), collapse_parts(M, D)),
                        kThreads, 0, stream, X, static_cast<int>(hc), D, partial, nchunks, base,
                        scale, iters, hc_eps, norm_eps, collapsed, post, comb);
+}
+
+namespace {
+
+// hc_pre_norm_kernel's parts for M rows of D columns: collapse_parts' count, down to a power of
+// two of at most a portable cluster whose slices are whole 128-column warps (0: it cannot run).
+unsigned norm_parts(int64_t M, int64_t D) {
+  unsigned parts = std::min<unsigned>(collapse_parts(M, D), kNormMaxParts);
+  while (parts & (parts - 1)) parts &= parts - 1;
+  while (parts > 1 && ((D + parts - 1) / parts) % kNormWarpCols != 0) parts /= 2;
+  return parts;
+}
+
+}  // namespace
+
+bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const float* normed) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return hc >= 1 && hc * hc <= 32 && D % 4 == 0 && D <= kNormMaxCols && aligned(normed) &&
+         (!norm_w || aligned(norm_w));
+}
+
+cudaError_t launch_hc_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
+                               const float* base, const float* scale, int iters, float hc_eps,
+                               float norm_eps, const float* norm_w, float* normed, float* post,
+                               float* comb, float* partial, int sms, cudaStream_t stream) {
+  if (M <= 0) return cudaSuccess;
+  if (!hc_pre_norm_fused(hc, D, norm_w, normed) || M > INT_MAX) return cudaErrorInvalidValue;
+  const int nmix = static_cast<int>((2 + hc) * hc);
+  int nchunks = 0;
+  cudaError_t e = launch_mix_partial(X, M, hc * D, fn, nmix, partial, &nchunks, sms, stream);
+  if (e != cudaSuccess) return e;
+  const unsigned parts = norm_parts(M, D);
+  return launch_kernel_clustered(hc_pre_norm_kernel, dim3(static_cast<unsigned>(M), parts),
+                                 kThreads, 0, stream, dim3(1, parts, 1), X, static_cast<int>(hc), D,
+                                 partial, nchunks, base, scale, iters, hc_eps, norm_eps, norm_w,
+                                 normed, post, comb);
 }
 
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,

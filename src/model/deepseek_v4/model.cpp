@@ -32,11 +32,9 @@ Tensor hc_site(Backend& b, const ModelConfig& c, const HcWeights& hc, const Tens
   const int64_t S = X.dim(0);
   const int n = c.hc_mult, D = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  Tensor collapsed = b.empty({S, D}), post = b.empty({S, n}), comb = b.empty({S, n, n});
-  b.hc_pre(X, hc.fn, hc.base, hc.scale, c.hc_sinkhorn_iters, static_cast<float>(c.hc_eps), eps,
-           collapsed, post, comb);
-  Tensor normed = b.empty({S, D});
-  b.rms_norm(collapsed, norm_w, eps, normed);
+  Tensor normed = b.empty({S, D}), post = b.empty({S, n}), comb = b.empty({S, n, n});
+  b.hc_pre_norm(X, hc.fn, hc.base, hc.scale, c.hc_sinkhorn_iters, static_cast<float>(c.hc_eps), eps,
+                norm_w, normed, post, comb);
   Tensor y = block(normed.view());
   Tensor next = b.empty({S, n, D});
   b.hc_post(X, y, post, comb, next);
