@@ -184,14 +184,15 @@ int main(int argc, char** argv) {
           us[f32] = time_graph(*g, [&] { g->matmul(x, ws[call++ % ws.size()], out); }) * 1e6;
         }
         cuda::set_dense_gemm_f32(true);
-        std::printf("  N=%5lld K=%5lld M=%lld: cast + product %7.2f us, from fp32 %7.2f us%s, "
-                    "roofline %6.2f\n",
-                    (long long)N, (long long)K, (long long)M, us[0], us[1],
-                    cuda::dense_gemm_f32_supported(M, N, K, 1, K, K, x.view().data_as<float>(),
-                                                   ws[0].view().data())
-                        ? ""
-                        : " (not taken)",
-                    (N * K * 2.0 + M * K * 4.0 + M * N * 4.0) / kBandwidth * 1e6);
+        std::printf(
+            "  N=%5lld K=%5lld M=%lld: cast + product %7.2f us, from fp32 %7.2f us%s, "
+            "roofline %6.2f\n",
+            (long long)N, (long long)K, (long long)M, us[0], us[1],
+            cuda::dense_gemm_f32_supported(M, N, K, 1, K, K, x.view().data_as<float>(),
+                                           ws[0].view().data())
+                ? ""
+                : " (not taken)",
+            (N * K * 2.0 + M * K * 4.0 + M * N * 4.0) / kBandwidth * 1e6);
       }
     }
   }
@@ -334,16 +335,17 @@ int main(int argc, char** argv) {
       set_cuda_wgmma(*g, true);
     }
   }
-  // Indexer top-k at 64k context (16k compressed entries), k = 512.
+  // Indexer top-k at 4k and 64k context (1k / 16k compressed entries), k = 512.
   if (want("topk"))
-    for (int64_t M : {1, 64}) {
-      const int64_t N = 16384;
-      Tensor s = random_dev(*g, {M, N}, DType::kF32, 7);
-      Tensor idx = g->empty({M, 512}, DType::kI32);
-      const double t = time_op([&] { g->topk(s, 512, idx); });
-      char name[96];
-      std::snprintf(name, sizeof name, "topk k=512 of N=%lld, M=%lld", (long long)N, (long long)M);
-      row(name, t, M * N * 4.0);
-    }
+    for (int64_t N : {1024, 16384})
+      for (int64_t M : {1, 64}) {
+        Tensor s = random_dev(*g, {M, N}, DType::kF32, 7);
+        Tensor idx = g->empty({M, 512}, DType::kI32);
+        const double t = time_op([&] { g->topk(s, 512, idx); });
+        char name[96];
+        std::snprintf(name, sizeof name, "topk k=512 of N=%lld, M=%lld", (long long)N,
+                      (long long)M);
+        row(name, t, M * N * 4.0);
+      }
   return 0;
 }
