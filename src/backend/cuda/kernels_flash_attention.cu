@@ -51,18 +51,25 @@ struct AttnParams {
 };
 
 // The shared memory of a block: Q and a key chunk as hi / lo halves, the warps' partial scores,
-// the chunk's key pointers, `raw` (G == 2: the next chunk's fp32 keys or halves) and the RoPE
+// the chunk's key pointers, `raw` (piped: the next chunk's fp32 keys or halves) and the RoPE
 // table of the query's position (cos then sin of each pair, for the output's de-rotation).
 template <int NT>
 constexpr size_t attn_raw_bytes() {
   constexpr size_t ld = 32 * NT + kPad;
   return std::max(kChunk * 32 * NT * sizeof(float), 2 * kChunk * ld * sizeof(__half));
 }
-template <int NT, int G>
+// Whether a block streams its next key chunk in while it computes one (`raw` exists): two-group
+// blocks (prefill), and the one-wave grids' blocks of two warps per quarter (decode), which
+// have an SM each (their registers), so the buffer costs them no residency.
+template <int G, int KS>
+constexpr bool attn_piped() {
+  return G == 2 || KS == 2;
+}
+template <int NT, int G, int KS>
 constexpr size_t attn_smem_bytes() {
   constexpr size_t ld = 32 * NT + kPad;
   return 2 * (kHeads * G + kChunk) * ld * sizeof(__half) + G * kWarps * 16 * 32 * 4 +
-         2 * kChunk * sizeof(const float*) + (G == 2 ? attn_raw_bytes<NT>() : 0) +
+         2 * kChunk * sizeof(const float*) + (attn_piped<G, KS>() ? attn_raw_bytes<NT>() : 0) +
          2 * 16 * NT * sizeof(float);
 }
 
@@ -112,9 +119,10 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
   __half* ks0 = qs + 2 * kBlockHeads * ld;                      // [2][32][ld]: hi, lo
   float* sp = reinterpret_cast<float*>(ks0 + 2 * kChunk * ld);  // [warp][16 values][32 lanes]
   const float** kptr = reinterpret_cast<const float**>(sp + G * kWarps * 16 * 32);  // [2][32]
-  float* raw = reinterpret_cast<float*>(kptr + 2 * kChunk);  // G == 2: fp32 keys / 2nd key buffer
-  float* rope_cs = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(raw) +
-                                            (G == 2 ? attn_raw_bytes<NT>() : 0));  // [2][hdp / 2]
+  float* raw = reinterpret_cast<float*>(kptr + 2 * kChunk);  // piped: fp32 keys / 2nd key buffer
+  float* rope_cs =
+      reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(raw) +
+                               (attn_piped<G, KS>() ? attn_raw_bytes<NT>() : 0));  // [2][hdp / 2]
 
   const int64_t m =
       p.blocks_per_row > 0 ? blockIdx.x / p.blocks_per_row : row_of_block(p.rows, p.M, blockIdx.x);
@@ -176,13 +184,13 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
   static_assert(kRowsPerThread % kStageBatch == 0, "staging batches cover the chunk");
   const int col4 = threadIdx.x % per_row, row0 = threadIdx.x / per_row;
 
-  // G == 2 with 16-byte key rows: the next chunk's fp32 keys stream into `raw` by cp.async while
+  // Piped with 16-byte key rows: the next chunk's fp32 keys stream into `raw` by cp.async while
   // this one computes, and the key list entries for the chunk after are loaded a chunk ahead
   // (warp 0), so no global round trip sits between two chunks' tensor-core work. With the keys
   // already split (row.win_h: a prefill's keys serve many queries) the next chunk's halves
   // stream straight into a second key buffer (`raw`), no conversion. The same values reach the
   // key buffer every way.
-  const bool pipe = G == 2 && vec4;
+  const bool pipe = attn_piped<G, KS>() && vec4;
   const bool halves = pipe && keys.win_h != nullptr && (hd & 7) == 0;
   __half* ks1 = reinterpret_cast<__half*>(raw);
   __half* ks = ks0;  // the chunk being computed
@@ -486,7 +494,7 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
 
 template <int NT, int G, int KS>
 cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
-  constexpr size_t bytes = attn_smem_bytes<NT, G>();
+  constexpr size_t bytes = attn_smem_bytes<NT, G, KS>();
   static const cudaError_t attr =
       cudaFuncSetAttribute(flash_attention_kernel<NT, G, KS>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
