@@ -1,5 +1,6 @@
 // Manifold-constrained hyper-connections: hc_pre (the mixing GEMV split over row chunks, then
-// RMS scale, sigmoids, Sinkhorn and the collapse in one block per row), hc_post, hc_head.
+// RMS scale, sigmoids, Sinkhorn and the collapse over (row, column part) blocks), hc_pre_norm
+// (the same with the collapsed rows' rms_norm, a row's parts one cluster), hc_post, hc_head.
 #include <cooperative_groups.h>
 
 #include <algorithm>
