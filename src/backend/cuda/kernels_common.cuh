@@ -65,6 +65,10 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return s;
 }
 
+// The widest row rms_norm4_kernel takes (one float4 per thread of a 1024-thread block); the
+// kernels that reproduce its bits (hc_pre_norm's) take the same rows.
+inline constexpr int kRmsNorm4MaxCols = 4096;
+
 // rms_norm's sum of squares of 4 columns (one thread's share before the block's sum).
 __device__ __forceinline__ float sum_sq4(const float4& v) {
   float ss = v.x * v.x;

@@ -78,8 +78,9 @@ __device__ __forceinline__ float row_inv_rms4(const float4& v, int64_t D, float 
   return inv_rms(block_sum(sum_sq4(v), red), D, eps);
 }
 
-// One block per row, one float4 per thread (D % 4 == 0, 16-byte aligned rows, D <= 4096): a
-// row's loads all in flight at once (a 4096-wide decode row in one round trip instead of 16).
+// One block per row, one float4 per thread (D % 4 == 0, 16-byte aligned rows, D <=
+// kRmsNorm4MaxCols): a row's loads all in flight at once (a 4096-wide decode row in one round
+// trip instead of 16).
 // The whole row is read before any write, so out may be x. With pos, RoPE on each row's
 // trailing 2 R dims in the same pass (rows are heads of hd = D; row r belongs to position
 // pos[r / H]): the values of this kernel and rope_kernel in turn. (D - 2 R) % 4 == 0, so a float4
@@ -204,7 +205,8 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int6
                             float* out, cudaStream_t stream) {
   if (rows <= 0 || D <= 0) return cudaSuccess;
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  if (D % 4 == 0 && D <= 4096 && aligned(x) && aligned(out) && (!weight || aligned(weight))) {
+  if (D % 4 == 0 && D <= kRmsNorm4MaxCols && aligned(x) && aligned(out) &&
+      (!weight || aligned(weight))) {
     const int64_t threads = (D / 4 + 31) / 32 * 32;
     return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(rows),
                          static_cast<unsigned>(threads), 0, stream, x, weight, eps, D, int64_t{1},
@@ -218,8 +220,8 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int6
 bool rms_norm_rope_fused(const float* x, const float* weight, int64_t hd, int64_t R,
                          const float* out) {
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  return hd % 4 == 0 && hd <= 4096 && (hd - 2 * R) % 4 == 0 && 2 * R <= hd && aligned(x) &&
-         aligned(out) && (!weight || aligned(weight));
+  return hd % 4 == 0 && hd <= kRmsNorm4MaxCols && (hd - 2 * R) % 4 == 0 && 2 * R <= hd &&
+         aligned(x) && aligned(out) && (!weight || aligned(weight));
 }
 
 cudaError_t launch_rms_norm_rope(const float* x, const float* weight, float eps, int64_t M,

@@ -508,8 +508,8 @@ __global__ void hc_pre_kernel(const float* X, int hc, int64_t D, const float* pa
 // the butterfly over its ceil(D / 128) warp sums. The fused kernel forms the same warp sums over
 // its slice and the same final sum, so its normed rows are rms_norm's bits.
 constexpr int kNormWarpCols = 128;
-constexpr int kNormMaxCols = 4096;  // rms_norm4_kernel's widest row
-constexpr int kNormMaxParts = 8;    // a portable cluster
+constexpr int kNormMaxCols = kRmsNorm4MaxCols;
+constexpr int kNormMaxParts = 8;  // a portable cluster
 
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release;" ::: "memory");
