@@ -54,6 +54,21 @@ class Backend {
   }
   virtual void end_graph(bool run) { (void)run; }
 
+  // ---- a side branch ---------------------------------------------------------------------------
+  // Work that does not depend on the ops issued beside it can run concurrently with them (a
+  // decode step's key and indexer chain, short latency-bound kernels, beside the query
+  // projection's weight stream):
+  //   begin_side();  ops issued now run after everything issued before, on a side stream
+  //   end_side();    ops issued now run on the main stream again, beside the side branch
+  //   join_side();   ops issued now also wait for the side branch
+  // Neither branch may write what the other reads or writes; each branch's ops run in their
+  // order, so the results are those of issuing the branches one after the other (the same bits).
+  // One branch at a time; graphs record both. No-ops on the CPU (and with
+  // DEEPINFER_CUDA_SIDE_STREAM=0), where the ops simply run in turn.
+  virtual void begin_side() {}
+  virtual void end_side() {}
+  virtual void join_side() {}
+
   // ---- memory -------------------------------------------------------------------------------
   // Gives memory kept cached for reuse back to the device (CUDA: drains the stream, then frees
   // the caching allocator's free blocks); a no-op on the CPU. Called once loading is done, so
@@ -269,6 +284,28 @@ class GraphRegion {
  private:
   Backend& backend_;
   bool recording_;
+};
+
+// A side branch for one scope (Backend::begin_side): ops go to the side stream from
+// construction until to_main(), then to the main one; the destructor joins (also when unwinding,
+// so that a graph recording is never left with an unjoined branch).
+class SideBranch {
+ public:
+  explicit SideBranch(Backend& backend) : backend_(backend) { backend_.begin_side(); }
+  void to_main() {
+    if (on_side_) backend_.end_side();
+    on_side_ = false;
+  }
+  ~SideBranch() {
+    to_main();
+    backend_.join_side();
+  }
+  SideBranch(const SideBranch&) = delete;
+  SideBranch& operator=(const SideBranch&) = delete;
+
+ private:
+  Backend& backend_;
+  bool on_side_ = true;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

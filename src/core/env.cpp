@@ -51,6 +51,12 @@ constexpr VarSpec kVars[] = {
      "drains and wait for its writes, which hides most of the launch gap between the short "
      "kernels of a decode step. 0 launches plainly (the same results). For comparison and "
      "debugging."},
+    {"DEEPINFER_CUDA_SIDE_STREAM", VarType::kBool, "1",
+     "CUDA backend: run the model's side branches (an attention layer's key, compressor and "
+     "indexer chain beside its query projection; the router beside the shared expert) on a "
+     "second, high-priority stream, so that their short kernels overlap those products' weight "
+     "streams; graphs record both. 0 runs everything on one stream (the same results). For "
+     "comparison and debugging."},
     {"DEEPINFER_CUDA_WGMMA", VarType::kBool, "1",
      "CUDA backend: run the routed experts of prefill-sized batches (more than 8 rows per "
      "expert), the attention of prefill-sized calls (64 heads of 512) and the lightning "

@@ -1,7 +1,8 @@
 // Decode steps run as CUDA graphs (Backend::begin_graph, one per batch size and layout, updated
 // and replayed) give bitwise the logits of the same steps launched one op at a time, through
 // window closes, compressed-entry growth and batch-size changes; kept graphs are reused and
-// stay within their bound; programmatic launches give the plain launches' bits. Random weights
+// stay within their bound; programmatic launches and side branches give the plain one-stream
+// launches' bits. Random weights
 // (tiny preset: CSA, HCA and sliding layers). Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -168,6 +169,67 @@ TEST(CudaGraphs, ProgrammaticLaunchesGiveThePlainLogits) {
     EXPECT_EQ(count_differing(want, got_graph), 0) << "graph, step " << step;
     ASSERT_EQ(count_differing(want, got_eager), 0) << "eager, step " << step;
   }
+}
+
+// A layer's side branches (Backend::begin_side: the attention's key chain, the router) give
+// bitwise the logits of one stream, eagerly and in graphs. Each branch shows in the graph as one
+// edge more than a chain has (the fork's second successor; the join's second predecessor closes
+// it), each after the first one more (its first node also follows the last branch's tail: the
+// side branches form one chain); none with side branches off.
+TEST(CudaGraphs, SideBranchesGiveTheOneStreamLogits) {
+  REQUIRE_GPU();
+  std::unique_ptr<Backend> gpu = make_cuda_backend();
+  const std::unique_ptr<Model> model = csa_hca_sliding_model(*gpu);
+  const int64_t layers = static_cast<int64_t>(model->config().layer_types.size());
+  std::vector<SequenceState> one = make_states(*model, *gpu), eager = make_states(*model, *gpu),
+                             graphed = make_states(*model, *gpu);
+  for (int step = 0; step < 12; ++step) {
+    set_cuda_side_stream(*gpu, false);
+    set_cuda_graphs(*gpu, true);
+    const Tensor want = decode_step(*model, one, step);
+    const cuda::GraphStats chain = *cuda_graph_stats(*gpu);
+    EXPECT_EQ(chain.edges, chain.nodes - 1) << "one stream records a chain, step " << step;
+    set_cuda_side_stream(*gpu, true);
+    const Tensor got_graph = decode_step(*model, graphed, step);
+    const cuda::GraphStats& forked = *cuda_graph_stats(*gpu);
+    const int64_t branches = 2 * layers;
+    EXPECT_EQ(forked.edges - (forked.nodes - 1), 2 * branches - 1)
+        << "two branches per layer, step " << step;
+    set_cuda_graphs(*gpu, false);
+    const Tensor got_eager = decode_step(*model, eager, step);
+    set_cuda_graphs(*gpu, true);
+    EXPECT_EQ(count_differing(want, got_graph), 0) << "graph, step " << step;
+    ASSERT_EQ(count_differing(want, got_eager), 0) << "eager, step " << step;
+  }
+}
+
+// A block freed while a side branch is open (either stream may still be using it) goes back to
+// the cache only at the join; nested branches are an error; a join without a branch does
+// nothing.
+TEST(CudaSideBranch, BlocksFreedInABranchWaitForItsJoin) {
+  REQUIRE_GPU();
+  std::unique_ptr<Backend> gpu = make_cuda_backend();
+  set_cuda_side_stream(*gpu, true);
+  void* block = nullptr;
+  {
+    const Tensor t = gpu->empty({1000});
+    block = t.view().data();
+  }
+  Tensor a = gpu->empty({1000});
+  ASSERT_EQ(a.view().data(), block) << "the cache hands a freed block out again";
+  gpu->begin_side();
+  EXPECT_THROW(gpu->begin_side(), Error);
+  a = Tensor();  // freed on the side branch
+  const Tensor on_side = gpu->empty({1000});
+  EXPECT_NE(on_side.view().data(), block);
+  gpu->end_side();
+  const Tensor on_main = gpu->empty({1000});
+  EXPECT_NE(on_main.view().data(), block);
+  gpu->join_side();
+  const Tensor after = gpu->empty({1000});
+  EXPECT_EQ(after.view().data(), block) << "back in the cache after the join";
+  gpu->join_side();
+  gpu->end_side();
 }
 
 // The kept executable graphs stay within their bound over all batch sizes (least recently run

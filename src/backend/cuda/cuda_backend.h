@@ -15,9 +15,14 @@ namespace deepinfer {
 // Throws deepinfer::Error when the device cannot be used (no driver, no GPU, bad index).
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
 
-// The stream every op of a CUDA backend runs on (work queued there is ordered after the ops);
-// null when `backend` is not a CUDA backend.
+// The main stream of a CUDA backend, which every op runs on or (a side branch's) joins back
+// into: work queued there outside a side branch is ordered after the ops; null when `backend`
+// is not a CUDA backend.
 cudaStream_t cuda_stream(Backend& backend);
+// Side branches (Backend::begin_side) on a second stream, or every op on the main one
+// (DEEPINFER_CUDA_SIDE_STREAM sets the default; the same results either way): for tests and
+// benchmarks.
+void set_cuda_side_stream(Backend& backend, bool on);
 
 // The decode graphs' counters of a CUDA backend (null for others), and turning its graphs on or
 // off (DEEPINFER_CUDA_GRAPHS sets the default): for tests and benchmarks.

@@ -1,10 +1,13 @@
 // CudaBackend: the Backend subclass (C++20, host code only; kernels are reached through the
 // C++17 launchers of kernels.h) and the device context its tensors keep alive.
 //
-// Ordering model: all device work of a backend runs on its one stream, in call order. Freed
+// Ordering model: all device work of a backend runs on its main stream, in call order, except
+// inside a side branch (Backend::begin_side .. join_side), whose ops run on a second stream
+// that starts behind the main one's work and that the main stream waits for at the join. Freed
 // blocks go back to a cache and are handed out again to later calls, which is safe because every
-// later use is queued behind every earlier one on the same stream. Uploads and downloads are
-// synchronous. The backend is meant to be driven by one thread at a time (like the CPU backend).
+// later use is queued behind every earlier one; blocks freed while a branch is open go back only
+// at its join (either stream may still be using them). Downloads are synchronous. The backend is
+// meant to be driven by one thread at a time (like the CPU backend).
 #pragma once
 
 #include <cublas_v2.h>
@@ -15,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/arg_checks.h"
@@ -41,12 +45,27 @@ class DeviceContext {
   DeviceContext& operator=(const DeviceContext&) = delete;
 
   int device() const { return device_; }
-  cudaStream_t stream() const { return stream_; }
+  // The stream ops are queued on now: the main one, or the side one inside a side branch.
+  cudaStream_t stream() const { return on_side_ ? side_ : stream_; }
+  cudaStream_t main_stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   int32_t* error_word() const { return err_; }
-  // kDenseSplitCounters ints, zero between the split dense products of this stream.
-  int32_t* split_counters() const { return split_counters_; }
+  // kDenseSplitCounters ints, zero between the split dense products of the current stream
+  // (each stream has its own: two products in flight at once must not share counters).
+  int32_t* split_counters() const { return on_side_ ? side_counters_ : split_counters_; }
   int num_sms() const { return num_sms_; }
+
+  // The side branch (Backend::begin_side): fork_side() makes the side stream wait for the main
+  // one's work so far and queues ops there; to_main() queues them on the main stream again;
+  // join_side() makes the main stream wait for the side one and returns the blocks freed since
+  // the fork to the cache.
+  void fork_side();
+  void to_main();
+  void join_side();
+  bool side_open() const { return side_open_; }
+  bool on_side() const { return on_side_; }
+  // Drains both streams.
+  void synchronize_all() const;
 
   // A block of at least `bytes` (never null, 256-byte aligned); returned to the cache when the
   // last copy of the owner goes.
@@ -61,12 +80,19 @@ class DeviceContext {
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  // The side stream, at the device's highest priority: its short kernels take the SMs the main
+  // branch's long products free first.
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  bool side_open_ = false, on_side_ = false;
   cublasHandle_t cublas_ = nullptr;
   int32_t* err_ = nullptr;
   int32_t* split_counters_ = nullptr;
+  int32_t* side_counters_ = nullptr;
   int num_sms_ = 0;
   mutable std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // size class -> blocks
+  std::vector<std::pair<void*, size_t>> deferred_;       // freed while a side branch is open
   size_t cached_ = 0;
 };
 
@@ -187,6 +213,13 @@ class CudaBackend final : public Backend {
   void enter_sync_free(const char* region) override;
   void leave_sync_free() override;
 
+  void begin_side() override;
+  void end_side() override;
+  void join_side() override;
+  // For tests and benchmarks: side branches on / off (DEEPINFER_CUDA_SIDE_STREAM sets the
+  // default); off, the branch calls do nothing and every op runs on the main stream.
+  void set_side_stream(bool on) { side_stream_ = on; }
+
  private:
   friend struct OpScope;
   // Raw scratch memory from the cache, released (stream-ordered) when the owner goes.
@@ -252,6 +285,7 @@ class CudaBackend final : public Backend {
   const char* sync_free_region_ = nullptr;  // non-null inside a sync-free region
   GraphCache graphs_;
   bool graphs_enabled_ = true;
+  bool side_stream_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t indexer_halves_cap_ = int64_t{256} << 20;
   int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0;

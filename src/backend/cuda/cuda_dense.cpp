@@ -45,8 +45,8 @@ void CudaBackend::gemm(const char* op, DType dtype, const void* x, int64_t ldx, 
   }
   check_dims(op, {M, N, K, ldx, ldw, ldo, batch});
   if (dtype == DType::kBF16) {
-    lt_.run(op, x, w, out, {M, N, K, ldx, ldw, ldo, sx, sw, so, batch, beta != 0.f},
-            ctx_->stream());
+    lt_.run(op, x, w, out, {M, N, K, ldx, ldw, ldo, sx, sw, so, batch, beta != 0.f}, ctx_->stream(),
+            ctx_->on_side() ? 1 : 0);
     return;
   }
   // fp32 weights (the accuracy reference path): cublasGemmEx. Row-major out[M, N] is column-major

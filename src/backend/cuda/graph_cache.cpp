@@ -131,6 +131,7 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run, const GraphUplo
       programmatic += edges_[i].type == cudaGraphDependencyTypeProgrammatic;
   }
   layout = (layout ^ programmatic) * 0x100000001b3ull;
+  layout = (layout ^ num_edges) * 0x100000001b3ull;  // a side branch's fork and join
   std::deque<Kept>& list = kept_[key];
   cudaGraphExec_t exec = nullptr;
   for (auto it = list.begin(); err == cudaSuccess && it != list.end(); ++it) {
@@ -152,7 +153,8 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run, const GraphUplo
     break;
   }
   if (err == cudaSuccess && !exec) {
-    err = cudaGraphInstantiate(&exec, graph, 0);
+    // Per-node priorities: a side branch's kernels keep their launch priority in the graph.
+    err = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
     if (err == cudaSuccess) ++stats_.instantiated;
   }
   cudaGraphDestroy(graph);
@@ -169,6 +171,7 @@ void GraphCache::end(cudaStream_t stream, int64_t key, bool run, const GraphUplo
   check(cudaGraphLaunch(exec, stream), "CUDA graph: launch");
   ++stats_.launched;
   stats_.nodes = static_cast<int64_t>(nodes);
+  stats_.edges = static_cast<int64_t>(num_edges);
   stats_.programmatic_edges = static_cast<int64_t>(programmatic);
   stats_.upload_copies = static_cast<int64_t>(host_copies);
   stats_.packed_bytes = static_cast<int64_t>(upload.bytes);

@@ -1,6 +1,7 @@
 // Executable CUDA graphs of recorded launch sequences, kept per key (the model uses the decode
-// batch size) and per layout (the node types in order: a recorded stream is a chain, so that is
-// its whole topology, and how many of its edges are programmatic). A recorded sequence whose layout
+// batch size) and per layout (the node types in order, the number of edges and how many of them
+// are programmatic: a recorded stream is a chain, and a side branch forks and joins at the
+// points the model fixes, so that is its topology). A recorded sequence whose layout
 // matches a kept graph is written into it with cudaGraphExecUpdate (new kernel arguments, copy
 // addresses and grids; far cheaper than instantiating) and replayed; a new layout is instantiated
 // once and kept. Replaying one graph instead of ~400 launches removes the per-launch gaps on the
@@ -25,6 +26,7 @@ struct GraphStats {
   int last_update_result = 0;      // cudaGraphExecUpdateResult of the last refusal
   std::string last_refused_node;   // what that refusal named (node type, kernel or copy)
   int64_t nodes = 0;               // nodes of the last graph
+  int64_t edges = 0;               // dependencies between its nodes
   int64_t programmatic_edges = 0;  // of its edges, programmatic ones (launch.cuh)
   int64_t upload_copies = 0;       // of its nodes, copies from host memory
   int64_t packed_bytes = 0;        // what its first node copied (GraphUpload), 0 if none
@@ -63,7 +65,7 @@ class GraphCache {
 
  private:
   struct Kept {
-    uint64_t layout;  // hash of the node types in order and the programmatic edge count
+    uint64_t layout;  // hash of the node types in order and the edge counts
     cudaGraphExec_t exec;
     uint64_t last_run;  // runs_ when it last ran
   };

@@ -30,6 +30,9 @@ enum : int32_t {
 // (launch.cuh; default on); off launches them plainly. For the whole process: the backend sets
 // it from DEEPINFER_CUDA_PDL.
 void set_programmatic_launch(bool on);
+// Launches from now on at the device's highest priority (a side branch's kernels), or without a
+// priority of their own.
+void set_launch_priority(bool high);
 
 // ---- dense / elementwise (kernels_dense.cu) ----------------------------------------------------
 // One copy of copy_batch: `bytes` bytes from src to dst (device addresses).

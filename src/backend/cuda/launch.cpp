@@ -1,5 +1,6 @@
-// The process-wide switches of launch.cuh's programmatic launches (DEEPINFER_CUDA_PDL) and
-// cluster reductions (DEEPINFER_CUDA_CLUSTER_SPLIT), and the devices' cluster support.
+// The process-wide switches of launch.cuh's programmatic launches (DEEPINFER_CUDA_PDL), launch
+// priority (side branches) and cluster reductions (DEEPINFER_CUDA_CLUSTER_SPLIT), and the
+// devices' cluster support.
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -13,7 +14,25 @@ namespace deepinfer::cuda {
 namespace {
 bool programmatic = true;
 bool cluster_reductions = true;
+bool high_priority = false;
+int greatest_priority = 0;
 }  // namespace
+
+bool launch_priority(int* priority) {
+  if (high_priority) *priority = greatest_priority;
+  return high_priority;
+}
+
+void set_launch_priority(bool high) {
+  if (high) {
+    int least = 0;
+    if (cudaDeviceGetStreamPriorityRange(&least, &greatest_priority) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+  }
+  high_priority = high;
+}
 
 bool programmatic_launch() {
   return programmatic;

@@ -22,6 +22,10 @@ namespace deepinfer::cuda {
 // in kernels.h).
 bool programmatic_launch();
 
+// Whether launches queued now carry a priority (a side branch's: the device's highest, so that a
+// graph keeps it per node), and which (set_launch_priority in kernels.h).
+bool launch_priority(int* priority);
+
 // Whether `clusters` thread block clusters of `cluster_size` (2-8) blocks of `kernel` (`threads`
 // per block, `smem` dynamic bytes each) are all resident at once on the current device, asked
 // once per kernel and shape; false where cluster reductions are off (set_cluster_reductions in
@@ -36,11 +40,15 @@ template <typename... Params, typename... Args>
 cudaError_t launch_kernel_clustered(void (*kernel)(Params...), dim3 grid, dim3 block,
                                     size_t smem_bytes, cudaStream_t stream, dim3 cluster,
                                     Args&&... args) {
-  cudaLaunchAttribute attrs[2]{};
+  cudaLaunchAttribute attrs[3]{};
   unsigned n = 0;
   if (programmatic_launch()) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (int priority = 0; launch_priority(&priority)) {
+    attrs[n].id = cudaLaunchAttributePriority;
+    attrs[n++].val.priority = priority;
   }
   if (cluster.x * cluster.y * cluster.z > 1) {
     attrs[n].id = cudaLaunchAttributeClusterDimension;

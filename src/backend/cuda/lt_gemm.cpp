@@ -23,7 +23,8 @@ size_t LtGemmShapeHash::operator()(const LtGemmShape& s) const {
 
 LtGemm::~LtGemm() {
   for (auto& [shape, plan] : plans_) destroy(plan);
-  if (workspace_) cudaFree(workspace_);
+  for (void* w : workspace_)
+    if (w) cudaFree(w);
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -38,7 +39,6 @@ void LtGemm::destroy(Plan& p) {
 LtGemm::Plan LtGemm::make_plan(const char* op, const LtGemmShape& s) {
   if (!handle_) {
     check(cublasLtCreate(&handle_), op);
-    check(cudaMalloc(&workspace_, kWorkspaceBytes), op);
   }
   Plan p;
   try {
@@ -100,7 +100,9 @@ LtGemm::Plan LtGemm::make_plan(const char* op, const LtGemmShape& s) {
 }
 
 void LtGemm::run(const char* op, const void* x, const void* w, float* out, const LtGemmShape& s,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, int workspace) {
+  DI_CHECK(workspace >= 0 && workspace < kWorkspaces, ErrorCode::kInternal,
+           "{}: no cuBLASLt workspace {}", op, workspace);
   auto it = plans_.find(s);
   if (it == plans_.end()) {
     if (plans_.size() >= kMaxPlans) {
@@ -110,9 +112,10 @@ void LtGemm::run(const char* op, const void* x, const void* w, float* out, const
     it = plans_.emplace(s, make_plan(op, s)).first;
   }
   const Plan& p = it->second;
+  if (!workspace_[workspace]) check(cudaMalloc(&workspace_[workspace], kWorkspaceBytes), op);
   const float alpha = 1.f, beta = s.accumulate ? 1.f : 0.f;
   check(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out, p.c, &p.algo,
-                       workspace_, kWorkspaceBytes, stream),
+                       workspace_[workspace], kWorkspaceBytes, stream),
         op);
 }
 

@@ -31,9 +31,11 @@ class LtGemm {
 
   // out[b][M, N] (ldo) = x[b][M, K] (ldx) @ w[b][N, K]^T (ldw) (+ out when accumulate), bf16
   // inputs, fp32 accumulation and output; element strides sx / sw / so between batches. Throws
-  // deepinfer::Error naming `op` on failure.
+  // deepinfer::Error naming `op` on failure. `workspace` (< kWorkspaces) picks the scratch the
+  // call may use: calls that can run at once (on two streams) take different ones.
+  static constexpr int kWorkspaces = 2;
   void run(const char* op, const void* x, const void* w, float* out, const LtGemmShape& shape,
-           cudaStream_t stream);
+           cudaStream_t stream, int workspace = 0);
   size_t cached_plans() const { return plans_.size(); }
 
  private:
@@ -46,7 +48,7 @@ class LtGemm {
   static void destroy(Plan& p);
 
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
+  void* workspace_[kWorkspaces] = {};
   std::unordered_map<LtGemmShape, Plan, LtGemmShapeHash> plans_;
 };
 

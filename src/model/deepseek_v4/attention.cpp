@@ -263,45 +263,50 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   // Every projection of x in one GEMM (weights.h: x_proj).
   const std::vector<Tensor> xp = project_fused(b, x, w.x_proj, member_rows(attention_x_members(w)));
 
-  // Queries: low-rank projection, per-head unweighted RMSNorm, RoPE.
+  // Queries: low-rank projection, per-head unweighted RMSNorm, RoPE (wq_b below).
   const Tensor& qa = xp[0];
   Tensor qr = b.empty({T, c.q_lora_rank});
   b.rms_norm(qa, w.q_norm, eps, qr);
-  Tensor q_raw = b.empty({T * H, hd});
-  b.matmul(qr, w.wq_b, q_raw.view().reshape({T, H * hd}));
   Tensor q = b.empty({T * H, hd});
   const TensorView q3 = q.view().reshape({T, H, hd});
-  b.rms_norm_rope(q_raw.view().reshape({T, H, hd}), TensorView(), eps, in.positions_dev, inv_freq,
-                  q3);
-
-  // The single shared K=V head.
-  const Tensor& kv_raw = xp[1];
-  Tensor kv = b.empty({T, hd});
-  b.rms_norm_rope(kv_raw.view().reshape({T, 1, hd}), w.kv_norm, eps, in.positions_dev, inv_freq,
-                  kv.view().reshape({T, 1, hd}));
 
   // The heads in the dtype of wo_a's weights (bf16 on a GPU: the product rounds them so anyway).
   Tensor attn = b.empty({T, H, hd}, b.weight_dtype());
+  Tensor kv = b.empty({T, hd});
   LayerRows rows;
-  if (w.has_compressor)
-    rows = project_layer_rows(b, c, w, layer, xp, qr, in, weights.inv_freq_compress);
-  // Two passes over the segments so that their ring and pending-buffer writes go out as one
-  // batch of copies, then one attention call for all of them.
   std::vector<SegmentWork> work(in.segments.size());
-  CopyBatch copies;
-  for (size_t i = 0; i < in.segments.size(); ++i)
-    stage_segment(b, c, weights, layer, kv, rows, in.segments[i], copies, work[i]);
-  copies.flush(b);
-  if (w.has_compressor) close_staged_windows(b, c, weights, layer, in, work);
   std::vector<Backend::AttentionSegment> keys;
-  std::vector<size_t> first_key(in.segments.size());  // segment i's first entry in keys
-  for (size_t i = 0; i < in.segments.size(); ++i) {
-    first_key[i] = keys.size();
-    select_keys(b, c, weights, layer, rows, in, in.segments[i], work[i], keys);
-  }
-  // Holds the decode rows' comp_idx (keys views it) until the attention below is queued.
-  const Tensor decode_idx =
-      select_keys_of_decode_rows(b, c, rows, layer, in, work, first_key, keys);
+  Tensor decode_idx;  // the decode rows' comp_idx (keys views it) until the attention is queued
+  {
+    // The keys (the shared K=V head, the compressors, the indexer's selection) on the side
+    // branch: a chain of short kernels that needs none of the queries' wq_b product, so it runs
+    // beside that weight stream.
+    SideBranch side(b);
+    const Tensor& kv_raw = xp[1];
+    b.rms_norm_rope(kv_raw.view().reshape({T, 1, hd}), w.kv_norm, eps, in.positions_dev, inv_freq,
+                    kv.view().reshape({T, 1, hd}));
+    if (w.has_compressor)
+      rows = project_layer_rows(b, c, w, layer, xp, qr, in, weights.inv_freq_compress);
+    // Two passes over the segments so that their ring and pending-buffer writes go out as one
+    // batch of copies, then one attention call for all of them.
+    CopyBatch copies;
+    for (size_t i = 0; i < in.segments.size(); ++i)
+      stage_segment(b, c, weights, layer, kv, rows, in.segments[i], copies, work[i]);
+    copies.flush(b);
+    if (w.has_compressor) close_staged_windows(b, c, weights, layer, in, work);
+    std::vector<size_t> first_key(in.segments.size());  // segment i's first entry in keys
+    for (size_t i = 0; i < in.segments.size(); ++i) {
+      first_key[i] = keys.size();
+      select_keys(b, c, weights, layer, rows, in, in.segments[i], work[i], keys);
+    }
+    decode_idx = select_keys_of_decode_rows(b, c, rows, layer, in, work, first_key, keys);
+
+    side.to_main();
+    Tensor q_raw = b.empty({T * H, hd});
+    b.matmul(qr, w.wq_b, q_raw.view().reshape({T, H * hd}));
+    b.rms_norm_rope(q_raw.view().reshape({T, H, hd}), TensorView(), eps, in.positions_dev, inv_freq,
+                    q3);
+  }  // joined: the attention reads both branches
   // K = V carried RoPE into the output's rope dims: rotated back to the query's frame as written.
   b.attention_batch_derotated(q3, keys, c.sliding_window, w.sinks,
                               1.0f / std::sqrt(static_cast<float>(hd)), in.positions_dev, inv_freq,
