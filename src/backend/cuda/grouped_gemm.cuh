@@ -431,6 +431,10 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st);
   if constexpr (kResA) wait_for_prior_grid();
+  // Once its last weight stage is queued, the kernel after this one may be scheduled: its blocks
+  // take the SMs this grid's leave while it computes its last stages (it still waits for this
+  // grid to finish before touching its outputs). Batch 1 2.638 -> 2.617 ms, 64k 2.752 -> 2.730.
+  if (KT - kt0 <= S - 1) trigger_dependents();
   if constexpr (kAF32) {
     load_a(0);
     store_a(0);
@@ -481,6 +485,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     cp_async_wait<S - 2>();  // stage kt has landed (this thread's part)
     __syncthreads();         // ... everyone's, and stage kt - 1 is no longer read
     load_stage(kt + S - 1);
+    if (kt + S - 1 == KT - 1) trigger_dependents();  // the last weight stage is queued
     if constexpr (kAF32)
       if (kt + 1 < KT) load_a(kt + 1);
 #pragma unroll

@@ -20,6 +20,15 @@ __device__ __forceinline__ void wait_for_prior_grid() {
 #endif
 }
 
+// Lets the grid launched after this one (a programmatic dependent, launch.cuh) be scheduled
+// once every block of this grid has called this or exited, instead of only when this grid
+// completes; the dependent's wait_for_prior_grid() still waits for this grid's completion.
+__device__ __forceinline__ void trigger_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float neg_inf() {
   return __int_as_float(0xff800000);
 }
