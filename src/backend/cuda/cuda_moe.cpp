@@ -71,9 +71,9 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
     // The wgmma tiles stage bf16 rows by cp.async: x is cast once (M rows, not R).
     std::shared_ptr<void> xb = to_bf16(op, x.data_as<float>(), M * D);
     check(launch_moe_up_wgmma(static_cast<const uint16_t*>(xb.get()), row_token, offsets, tiles,
-                              num_tiles, max_tiles, w1, w3, I, D, limit, actp, ctx_->stream()),
+                              num_tiles, max_tiles, w1, w3, E, I, D, limit, actp, ctx_->stream()),
           op);
-    check(launch_moe_down_wgmma(actp, offsets, tiles, num_tiles, max_tiles, w2, D, I, yp,
+    check(launch_moe_down_wgmma(actp, offsets, tiles, num_tiles, max_tiles, w2, E, D, I, yp,
                                 ctx_->stream()),
           op);
   } else {

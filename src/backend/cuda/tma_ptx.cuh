@@ -1,0 +1,60 @@
+// Hopper's tensor memory accelerator (TMA, sm_90) from device code (C++17, nvcc only): the
+// shared-memory mbarrier a bulk tensor copy completes on, and the 3-D tiled copy itself. The
+// host side (the tensor maps) is tensor_map.h. Outside sm_90 every wrapper compiles to nothing
+// (DI_HAVE_WGMMA, wgmma_ptx.cuh, says where they are real); callers check it.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/wgmma_ptx.cuh"
+
+namespace deepinfer::cuda {
+
+// An mbarrier expecting `count` arrivals per phase, visible to the async proxy (the TMA unit)
+// once the block has synchronised after this.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t count) {
+#if DI_HAVE_WGMMA
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// One arrival that also announces `bytes` of copies still to land in this phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if DI_HAVE_WGMMA
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Waits until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+#if DI_HAVE_WGMMA
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+// The box of `map` at coordinates (c0, c1, c2) (innermost first) into shared memory at dst,
+// completing `bar`'s transaction bytes. Out-of-range elements land as zeros.
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1,
+                                            int c2, uint64_t* bar) {
+#if DI_HAVE_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4}], [%5];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+      : "memory");
+#endif
+}
+
+}  // namespace deepinfer::cuda
