@@ -150,11 +150,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Prefill rows (hc_mix_partial_kernel's outputs, the same FMA chains: k in order from zero):
-// a block of 128 rows walks chunks blockIdx.y, blockIdx.y + gridDim.y, ... (about one block per
-// SM in all), the next chunk's rows and fn rows streaming into a second buffer by cp.async
-// while this one is summed. Each task is 2 rows (g, g + 64) x 6 fn rows read as float4 along k
-// (8 shared loads per 48 FMAs); a warp's lanes share their fn rows (broadcast) and read rows 4
-// banks apart (ld = 132). The first fn group's tasks also sum their rows' squares (the same
+// a block of 128 rows walks chunks blockIdx.y, blockIdx.y + gridDim.y, ... (about two blocks per
+// SM in all, one buffer each: one block's rows stream in by cp.async while the other sums; with
+// one block of two buffers per SM, 8 warps hid too little of the shared loads' latency: ncu
+// had it at 50% issue, 35% of DRAM). Each task is 2 rows (g, g + 64) x 6 fn rows read as float4
+// along k (8 shared loads per 48 FMAs); a warp's lanes share their fn rows (broadcast) and read
+// rows 4 banks apart (ld = 132). The first fn group's tasks also sum their rows' squares (the same
 // chain, k in order). A hc = 4 block's 256 tasks keep all 8 warps on the FMAs: with 4 rows per
 // task and the squares as tasks of their own, half the warps did all the mixing (241 us per
 // 4096 rows, ~4x its HBM time). The outputs go through shared memory so that a row's nmix + 1
@@ -164,9 +165,9 @@ constexpr int kWideRows = 128, kWideMix = 6, kWideLd = kMixChunk + 4;
 
 constexpr int kWideSmemCap = 227 * 1024;  // Hopper's shared memory per block
 
-// Two buffers of staged rows, then the block's outputs of a chunk ([kWideRows][nmix + 1]).
+// The staged rows, then the block's outputs of a chunk ([kWideRows][nmix + 1]).
 size_t mix_wide_smem(int nmix) {
-  return (2 * static_cast<size_t>(kWideRows + nmix) * kWideLd +
+  return (static_cast<size_t>(kWideRows + nmix) * kWideLd +
           static_cast<size_t>(kWideRows) * (nmix + 1)) *
          sizeof(float);
 }
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(kThreads)
                        float* partial) {
   wait_for_prior_grid();
   extern __shared__ __align__(16) float sm[];
-  const int srcs = kWideRows + nmix;  // staged rows per buffer: x's, then fn's
+  const int srcs = kWideRows + nmix;  // staged rows: x's, then fn's
   const int64_t r0 = int64_t{blockIdx.x} * kWideRows;
   const int rows = static_cast<int>(M - r0 < kWideRows ? M - r0 : kWideRows);
   const int64_t nchunks = (W + kMixChunk - 1) / kMixChunk;
@@ -233,10 +234,10 @@ __global__ void __launch_bounds__(kThreads)
   };
   const bool aligned = W % 4 == 0 && (reinterpret_cast<uintptr_t>(X) & 15) == 0 &&
                        (reinterpret_cast<uintptr_t>(fn) & 15) == 0;
-  // Chunk c into buffer buf: by cp.async (zeros for absent rows) when whole and aligned, else
+  // Chunk c into the buffer: by cp.async (zeros for absent rows) when whole and aligned, else
   // by plain loads (a short last chunk, whose zeros past len keep the chains' length).
-  auto stage = [&](int64_t c, int buf) {
-    float* dst = sm + buf * srcs * kWideLd;
+  auto stage = [&](int64_t c) {
+    float* dst = sm;
     const int64_t c0 = c * kMixChunk;
     const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
     if (aligned && len == kMixChunk) {
@@ -257,19 +258,13 @@ __global__ void __launch_bounds__(kThreads)
   };
   const int64_t row_stride = nchunks * (nmix + 1);
   const int mix_groups = (nmix + kWideMix - 1) / kWideMix, mix_tasks = 64 * mix_groups;
-  int buf = 0;
-  if (static_cast<int64_t>(blockIdx.y) < nchunks) stage(blockIdx.y, 0);
-  for (int64_t c = blockIdx.y; c < nchunks; c += gridDim.y, buf ^= 1) {
-    const bool more = c + gridDim.y < nchunks;
-    if (more) stage(c + gridDim.y, buf ^ 1);
-    if (more)
-      cp_async_wait<1>();
-    else
-      cp_async_wait<0>();
-    __syncthreads();                              // chunk c has landed in buf (every thread's part)
-    const float* xs = sm + buf * srcs * kWideLd;  // [kWideRows][kWideLd]
-    const float* fs = xs + kWideRows * kWideLd;   // [nmix][kWideLd]
-    float* res = sm + 2 * srcs * kWideLd;         // [kWideRows][nmix + 1]
+  for (int64_t c = blockIdx.y; c < nchunks; c += gridDim.y) {
+    stage(c);
+    cp_async_wait<0>();
+    __syncthreads();                             // chunk c has landed (every thread's part)
+    const float* xs = sm;                        // [kWideRows][kWideLd]
+    const float* fs = xs + kWideRows * kWideLd;  // [nmix][kWideLd]
+    float* res = sm + srcs * kWideLd;            // [kWideRows][nmix + 1]
     for (int t = threadIdx.x; t < mix_tasks; t += kThreads) {
       const int g = t % 64, j0 = (t / 64) * kWideMix;
       // The first fn group's tasks also sum their rows' squares (warp-uniform: a warp's tasks
@@ -283,7 +278,7 @@ __global__ void __launch_bounds__(kThreads)
     const int per_row = nmix + 1;
     for (int i = threadIdx.x; i < rows * per_row; i += kThreads)
       partial[(r0 + i / per_row) * row_stride + c * per_row + i % per_row] = res[i];
-    __syncthreads();  // buf and res are read out: the next iteration may overwrite them
+    __syncthreads();  // the rows and res are read out: the next chunk may overwrite them
   }
 }
 
@@ -673,7 +668,7 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
   if (chunks > 65535) return cudaErrorInvalidValue;
   *nchunks = static_cast<int>(chunks);
   // Up to a decode batch's rows: small blocks, so a few rows still spread over the device; so
-  // too where the wide kernel's buffers would not fit (hc > 6).
+  // too where the wide kernel's buffer would not fit (hc > 11).
   if (M <= 256 || mix_wide_smem(nmix) > static_cast<size_t>(kWideSmemCap))
     return launch_mix_shape<16, 4, 1>(X, M, W, fn, nmix, partial, chunks, stream);
   const int64_t tiles = (M + kWideRows - 1) / kWideRows;
@@ -681,8 +676,10 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
   static const cudaError_t attr = cudaFuncSetAttribute(
       hc_mix_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmemCap);
   if (attr != cudaSuccess) return attr;
-  // At most one block per SM (one fits: two buffers), each walking its share of the chunks.
-  const int64_t walkers = std::max<int64_t>(1, std::min<int64_t>(chunks, std::max(sms, 1) / tiles));
+  // About two blocks per SM (two fit), each walking its share of the chunks: one block's rows
+  // stream in while the other sums.
+  const int64_t walkers =
+      std::max<int64_t>(1, std::min<int64_t>(chunks, 2 * std::max(sms, 1) / tiles));
   return launch_kernel(hc_mix_wide_kernel,
                        dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(walkers)), kThreads,
                        mix_wide_smem(nmix), stream, X, M, W, fn, nmix, partial);
