@@ -210,6 +210,30 @@ class Backend {
     attention_batch(q, segments, window, sinks, scale, out);
     rope(out, positions, inv_freq, true);
   }
+  // Whether attention_batch_raw_q of `rows` query rows (heads x head_dim, RoPE on rope_pairs
+  // pairs) normalises them inside its attention kernel. Where not, a caller may as well run
+  // rms_norm_rope itself, early (beside other work), and call attention_batch_derotated.
+  virtual bool attention_normalises_raw_q(int64_t rows, int64_t heads, int64_t head_dim,
+                                          int64_t rope_pairs) const {
+    (void)rows, (void)heads, (void)head_dim, (void)rope_pairs;
+    return false;
+  }
+  // rms_norm_rope(q_raw, no weight, q_eps, positions, inv_freq) (each head's unweighted RMSNorm,
+  // then RoPE), then attention_batch_derotated of those queries with the same positions and
+  // frequencies. One op so that a backend can normalise and rotate the queries as its attention
+  // loads them (a pass over [M, H, hd] fewer); the same values as the two in turn, which this
+  // default runs.
+  virtual void attention_batch_raw_q(const TensorView& q_raw,
+                                     std::span<const AttentionSegment> segments, int64_t window,
+                                     const TensorView& sinks, float scale, float q_eps,
+                                     const TensorView& positions, const TensorView& inv_freq,
+                                     const TensorView& out) {
+    DI_CHECK(q_raw.ndim() == 3, ErrorCode::kInvalidArgument,
+             "attention_batch_raw_q: q_raw must be [M, H, hd], got {}", q_raw.shape_str());
+    Tensor q = empty({q_raw.dim(0), q_raw.dim(1), q_raw.dim(2)});
+    rms_norm_rope(q_raw, TensorView(), q_eps, positions, inv_freq, q);
+    attention_batch_derotated(q, segments, window, sinks, scale, positions, inv_freq, out);
+  }
   // Lightning indexer: scores[m, e] = sum_h w[m, h] * relu(q[m, h] . k[e]) * scale for
   // e < visible[m], -inf otherwise. q [M, nh, d], k [E, d], w [M, nh], visible I32 [M],
   // scores [M, E].

@@ -382,53 +382,74 @@ TEST_F(Attn, AttentionDerotatedIsAttentionThenInverseRope) {
   }
 }
 
-// Prefill-sized calls of the V4-Flash attention shape (64 heads of 512) on Hopper's wgmma kernel
-// give bitwise what the mma.sync kernel gives: window-only rows (the first ones seeing fewer
-// than a chunk of keys), a visible prefix of up to 700 entries (several 128-key super-chunks, the
-// last one partial), comp_idx rows of 512 picks (-1 and duplicates) over 2000 entries; fp32 out,
-// and de-rotated into bf16. Skips where the device has no wgmma.
+// A prefill-sized batch of the V4-Flash attention shape (64 heads of 512): window-only rows (the
+// first ones seeing fewer than a chunk of keys), a visible prefix of up to 700 entries (several
+// 128-key super-chunks, the last one partial), comp_idx rows of 512 picks (-1 and duplicates)
+// over 2000 entries; positions and RoPE frequencies of 32 pairs for its rows.
+struct WgmmaBatch {
+  static constexpr int64_t H = 64, hd = 512, window = 128, R = 32, M = 650;
+  std::vector<Tensor> keep;
+  std::vector<Backend::AttentionSegment> segs;
+  Tensor q, sinks, pos, freq;
+  float scale = 1.f / std::sqrt(static_cast<float>(hd));
+
+  WgmmaBatch(Backend& gpu, Rng& rng) {
+    auto dev = [&](const Tensor& t) {
+      keep.push_back(to_dev(gpu, t));
+      return keep.back().view();
+    };
+    std::vector<int32_t> vis(200), picks(150 * 512);
+    for (auto& e : vis) e = static_cast<int32_t>(rng.integer(0, 700));
+    for (auto& e : picks) e = static_cast<int32_t>(rng.integer(-1, 1999));
+    for (int64_t r = 0; r < 150; ++r) picks[r * 512 + 1] = picks[r * 512];  // a duplicate
+    segs = {{0, 300, dev(rand_host(rng, {300, hd})), TensorView(), TensorView(), TensorView()},
+            {300, 200, dev(rand_host(rng, {1200, hd})), dev(rand_host(rng, {700, hd})),
+             TensorView(), dev(i32_host(vis, {200}))},
+            {500, 150, dev(rand_host(rng, {277, hd})), dev(rand_host(rng, {2000, hd})),
+             dev(i32_host(picks, {150, 512})), TensorView()}};
+    q = to_dev(gpu, rand_host(rng, {M, H, hd}));
+    sinks = to_dev(gpu, rand_host(rng, {H}, -2.f, 2.f));
+    Tensor f = host({R});
+    for (int64_t i = 0; i < R; ++i) f.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
+    std::vector<int32_t> p(M);
+    for (auto& e : p) e = static_cast<int32_t>(rng.integer(0, 200000));
+    freq = to_dev(gpu, f);
+    pos = to_dev(gpu, i32_host(p, {M}));
+  }
+};
+
+Tensor bf16_poisoned(Backend& gpu, std::vector<int64_t> shape) {
+  Tensor poison = host(std::move(shape), DType::kBF16);
+  std::fill_n(poison.data_as<uint16_t>(), poison.numel(), uint16_t{0x7fc1});
+  return to_dev(gpu, poison);
+}
+
+bool same_bytes(Backend& gpu, const Tensor& a, const Tensor& b) {
+  const Tensor x = to_host(gpu, a), y = to_host(gpu, b);
+  return x.view().nbytes() == y.view().nbytes() &&
+         std::memcmp(x.view().data(), y.view().data(), x.view().nbytes()) == 0;
+}
+
+// Prefill-sized calls (WgmmaBatch) on Hopper's wgmma kernel give bitwise what the mma.sync
+// kernel gives; fp32 out, and de-rotated into bf16. Skips where the device has no wgmma.
 TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
   SEED_TRACE();
   if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
-  const int64_t H = 64, hd = 512, window = 128, R = 32;
   Rng rng;
-  std::vector<Tensor> keep;
-  auto dev = [&](const Tensor& t) {
-    keep.push_back(to_dev(*gpu, t));
-    return keep.back().view();
-  };
-  std::vector<int32_t> vis(200), picks(150 * 512);
-  for (auto& e : vis) e = static_cast<int32_t>(rng.integer(0, 700));
-  for (auto& e : picks) e = static_cast<int32_t>(rng.integer(-1, 1999));
-  for (int64_t r = 0; r < 150; ++r) picks[r * 512 + 1] = picks[r * 512];  // a duplicate
-  const std::vector<Backend::AttentionSegment> segs{
-      {0, 300, dev(rand_host(rng, {300, hd})), TensorView(), TensorView(), TensorView()},
-      {300, 200, dev(rand_host(rng, {1200, hd})), dev(rand_host(rng, {700, hd})), TensorView(),
-       dev(i32_host(vis, {200}))},
-      {500, 150, dev(rand_host(rng, {277, hd})), dev(rand_host(rng, {2000, hd})),
-       dev(i32_host(picks, {150, 512})), TensorView()}};
-  const int64_t M = 650;
+  WgmmaBatch w(*gpu, rng);
+  const int64_t M = w.M, H = w.H, hd = w.hd;
   const int sms = cuda::list_devices().at(0).multiprocessors;
   ASSERT_EQ(2, cuda::attention_groups_per_block(M, H, sms));
-  ASSERT_EQ(1, cuda::attention_splits(150, H, window + 512, sms));
-  const Tensor dq = to_dev(*gpu, rand_host(rng, {M, H, hd}));
-  const Tensor dsinks = to_dev(*gpu, rand_host(rng, {H}, -2.f, 2.f));
-  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  Tensor freq = host({R});
-  for (int64_t i = 0; i < R; ++i) freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
-  std::vector<int32_t> pos(M);
-  for (auto& e : pos) e = static_cast<int32_t>(rng.integer(0, 200000));
-  const Tensor dfreq = to_dev(*gpu, freq), dpos = to_dev(*gpu, i32_host(pos, {M}));
+  ASSERT_EQ(1, cuda::attention_splits(150, H, w.window + 512, sms));
   Tensor out[2], out16[2];
   for (int on = 0; on < 2; ++on) {
     ASSERT_EQ(set_cuda_wgmma(*gpu, on == 1), on == 1);
     const int64_t calls = cuda_wgmma_attention_calls(*gpu);
     out[on] = dev_poisoned(*gpu, {M, H, hd});
-    gpu->attention_batch(dq, segs, window, dsinks, scale, out[on]);
-    Tensor poison = host({M, H, hd}, DType::kBF16);
-    std::fill_n(poison.data_as<uint16_t>(), poison.numel(), uint16_t{0x7fc1});
-    out16[on] = to_dev(*gpu, poison);
-    gpu->attention_batch_derotated(dq, segs, window, dsinks, scale, dpos, dfreq, out16[on]);
+    gpu->attention_batch(w.q, w.segs, w.window, w.sinks, w.scale, out[on]);
+    out16[on] = bf16_poisoned(*gpu, {M, H, hd});
+    gpu->attention_batch_derotated(w.q, w.segs, w.window, w.sinks, w.scale, w.pos, w.freq,
+                                   out16[on]);
     // Both calls took the kernel the setting names (else the comparison below proves nothing).
     EXPECT_EQ(cuda_wgmma_attention_calls(*gpu) - calls, on ? 2 : 0) << "wgmma " << on;
   }
@@ -441,9 +462,53 @@ TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
   }
   EXPECT_EQ(differ, 0) << "of " << a.numel() << " fp32 outputs";
   EXPECT_EQ(finite, a.numel());
-  const Tensor a16 = to_host(*gpu, out16[0]), b16 = to_host(*gpu, out16[1]);
-  EXPECT_EQ(0, std::memcmp(a16.view().data(), b16.view().data(), a16.view().nbytes()))
-      << "bf16 de-rotated";
+  EXPECT_TRUE(same_bytes(*gpu, out16[0], out16[1])) << "bf16 de-rotated";
+}
+
+// attention_batch_raw_q is bitwise rms_norm_rope then attention_batch_derotated: on the wgmma
+// kernel, which normalises and rotates the queries as it loads them (counted), on the mma.sync
+// kernel and for decode-sized rows (the queries normalised into a copy first), fp32 and bf16
+// out. Queries of a wide range of scales, so that a wrong per-head factor cannot hide.
+TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {
+  SEED_TRACE();
+  Rng rng;
+  WgmmaBatch w(*gpu, rng);
+  const int64_t M = w.M, H = w.H, hd = w.hd;
+  {
+    Tensor qh = to_host(*gpu, w.q);
+    for (int64_t r = 0; r < M * H; ++r)
+      for (int64_t d = 0; d < hd; ++d) qh.data_as<float>()[r * hd + d] *= 0.01f + (r % 97);
+    w.q = to_dev(*gpu, qh);
+  }
+  const float eps = 1e-6f;
+  // The decode-sized call: three rows of their own keys.
+  const Tensor small_kv = to_dev(*gpu, rand_host(rng, {40, hd}));
+  const std::vector<Backend::AttentionSegment> small{
+      {0, 3, small_kv.view(), TensorView(), TensorView(), TensorView()}};
+  for (int on = 0; on < 2; ++on) {
+    if (set_cuda_wgmma(*gpu, on == 1) != (on == 1)) continue;
+    for (DType dt : {DType::kF32, DType::kBF16})
+      for (int decode = 0; decode < 2; ++decode) {
+        SCOPED_TRACE(testing::Message()
+                     << "wgmma " << on << " bf16 " << (dt == DType::kBF16) << " decode " << decode);
+        const int64_t rows = decode ? 3 : M;
+        const TensorView q = w.q.view().slice_rows(0, rows), pos = w.pos.view().slice_rows(0, rows);
+        const auto& segs = decode ? small : w.segs;
+        auto out = [&] {
+          return dt == DType::kBF16 ? bf16_poisoned(*gpu, {rows, H, hd})
+                                    : dev_poisoned(*gpu, {rows, H, hd});
+        };
+        Tensor normed = dev_poisoned(*gpu, {rows, H, hd}), ref = out(), got = out();
+        gpu->rms_norm_rope(q, TensorView(), eps, pos, w.freq, normed);
+        gpu->attention_batch_derotated(normed, segs, w.window, w.sinks, w.scale, pos, w.freq, ref);
+        EXPECT_EQ(gpu->attention_normalises_raw_q(rows, H, hd, w.R), on && !decode);
+        const int64_t fused = cuda_fused_q_norm_attention_calls(*gpu);
+        gpu->attention_batch_raw_q(q, segs, w.window, w.sinks, w.scale, eps, pos, w.freq, got);
+        EXPECT_EQ(cuda_fused_q_norm_attention_calls(*gpu) - fused, on && !decode ? 1 : 0);
+        EXPECT_TRUE(same_bytes(*gpu, ref, got));
+      }
+  }
+  set_cuda_wgmma(*gpu, true);
 }
 
 // indexer_scores_batch on the GPU (one launch for many sequences' decode rows, each against its

@@ -556,6 +556,11 @@ int64_t cuda_wgmma_attention_calls(const Backend& backend) {
   return cuda ? cuda->wgmma_attention_calls() : 0;
 }
 
+int64_t cuda_fused_q_norm_attention_calls(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+  return cuda ? cuda->fused_q_norm_attention_calls() : 0;
+}
+
 int64_t cuda_fused_hc_pre_norm_calls(const Backend& backend) {
   const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
   return cuda ? cuda->fused_hc_pre_norm_calls() : 0;

@@ -44,5 +44,7 @@ void set_cuda_indexer_halves_cap(Backend& backend, int64_t bytes);
 int64_t cuda_wgmma_attention_calls(const Backend& backend);
 // How many hc_pre_norm calls so far ran as one fused kernel (0 off CUDA). For tests.
 int64_t cuda_fused_hc_pre_norm_calls(const Backend& backend);
+// attention_batch_raw_q calls whose attention kernel normalised the queries (0 off CUDA).
+int64_t cuda_fused_q_norm_attention_calls(const Backend& backend);
 
 }  // namespace deepinfer

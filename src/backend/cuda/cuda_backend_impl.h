@@ -168,6 +168,12 @@ class CudaBackend final : public Backend {
   void attention_batch(const TensorView& q, std::span<const AttentionSegment> segments,
                        int64_t window, const TensorView& sinks, float scale,
                        const TensorView& out) override;
+  bool attention_normalises_raw_q(int64_t rows, int64_t heads, int64_t head_dim,
+                                  int64_t rope_pairs) const override;
+  void attention_batch_raw_q(const TensorView& q_raw, std::span<const AttentionSegment> segments,
+                             int64_t window, const TensorView& sinks, float scale, float q_eps,
+                             const TensorView& positions, const TensorView& inv_freq,
+                             const TensorView& out) override;
   void attention_batch_derotated(const TensorView& q, std::span<const AttentionSegment> segments,
                                  int64_t window, const TensorView& sinks, float scale,
                                  const TensorView& positions, const TensorView& inv_freq,
@@ -209,6 +215,8 @@ class CudaBackend final : public Backend {
   int64_t wgmma_attention_calls() const { return wgmma_attention_calls_; }
   // hc_pre_norm calls the one-launch kernel took, for tests.
   int64_t fused_hc_pre_norm_calls() const { return fused_hc_pre_norm_calls_; }
+  // attention_batch_raw_q calls whose kernel normalised the queries itself, for tests.
+  int64_t fused_q_norm_attention_calls() const { return fused_q_norm_attention_calls_; }
 
   void enter_sync_free(const char* region) override;
   void leave_sync_free() override;
@@ -242,7 +250,7 @@ class CudaBackend final : public Backend {
                      std::span<const AttentionSegment> segments, int64_t window,
                      const TensorView& sinks, float scale, const TensorView& out,
                      const TensorView& positions = TensorView(),
-                     const TensorView& inv_freq = TensorView());
+                     const TensorView& inv_freq = TensorView(), const float* q_norm_eps = nullptr);
   // Selects the device; with sync_each_, drains the stream and checks errors after the op.
   void begin_op() const;
   void end_op(const char* op);
@@ -288,7 +296,8 @@ class CudaBackend final : public Backend {
   bool side_stream_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t indexer_halves_cap_ = int64_t{256} << 20;
-  int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0;
+  int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0,
+          fused_q_norm_attention_calls_ = 0;
   int64_t graph_key_ = 0;
   // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph
   // copies packet_host_ to packet_dev_ before its first node, one copy instead of one per

@@ -162,10 +162,31 @@ void CudaBackend::attention_batch_derotated(const TensorView& q,
   run_attention(op, q, segments, window, sinks, scale, out, positions, inv_freq);
 }
 
+// The wgmma kernel's calls (run_attention): prefill-sized rows of its shape, their keys split
+// (segments of at least kSplitKeysMinRows rows; a call of fewer does not normalise in-kernel).
+bool CudaBackend::attention_normalises_raw_q(int64_t rows, int64_t heads, int64_t head_dim,
+                                             int64_t rope_pairs) const {
+  return wgmma_ && attention_wgmma_supported(heads, head_dim) &&
+         attention_wgmma_norms_q(rope_pairs) && rows >= kSplitKeysMinRows &&
+         attention_groups_per_block(rows, heads, ctx_->num_sms()) == 2;
+}
+
+void CudaBackend::attention_batch_raw_q(const TensorView& q_raw,
+                                        std::span<const AttentionSegment> segments, int64_t window,
+                                        const TensorView& sinks, float scale, float q_eps,
+                                        const TensorView& positions, const TensorView& inv_freq,
+                                        const TensorView& out) {
+  const char* op = "attention_batch_raw_q";
+  expect(op, "positions", positions, DType::kI32, {kAny});
+  expect(op, "inv_freq", inv_freq, DType::kF32, {kAny});
+  run_attention(op, q_raw, segments, window, sinks, scale, out, positions, inv_freq, &q_eps);
+}
+
 void CudaBackend::run_attention(const char* op, const TensorView& q,
                                 std::span<const AttentionSegment> segments, int64_t window,
                                 const TensorView& sinks, float scale, const TensorView& out,
-                                const TensorView& positions, const TensorView& inv_freq) {
+                                const TensorView& positions, const TensorView& inv_freq,
+                                const float* q_norm_eps) {
   OpScope s(*this, op);
   expect(op, "q", q, DType::kF32, {kAny, kAny, kAny});
   const int64_t M = q.dim(0), H = q.dim(1), hd = q.dim(2);
@@ -338,20 +359,50 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     dst.rope_R = R;
   }
   // Prefill-sized calls of the model's shapes run on Hopper wgmma (the same bits).
-  if (wgmma_ && groups_per_block == 2 && attention_wgmma_supported(H, hd) && all_split &&
-      slots == 0 && in_kernel && aligned16(q.data())) {
-    check(launch_attention_wgmma(q.data_as<float>(), M, rows_ptr, window, list, count, Kmax,
-                                 sinks.data_as<float>(), scale, dst, ctx_->error_word(),
+  const bool on_wgmma = wgmma_ && groups_per_block == 2 && attention_wgmma_supported(H, hd) &&
+                        all_split && slots == 0 && in_kernel && aligned16(q.data());
+  // Raw queries (attention_batch_raw_q): normalised and rotated by the wgmma kernel as it loads
+  // them where it can, else by rms_norm_rope's kernels into a scratch copy first.
+  const float* qp = q.data_as<float>();
+  std::shared_ptr<void> normed_q;
+  const bool q_in_kernel = q_norm_eps && on_wgmma && dst.rope_pos && attention_wgmma_norms_q(R) &&
+                           rms_norm_rope_fused(qp, nullptr, hd, 0, qp);
+  if (q_norm_eps && !q_in_kernel) {
+    normed_q = scratch(static_cast<size_t>(M * H * hd) * sizeof(float));
+    auto* nq = static_cast<float*>(normed_q.get());
+    const auto* pos = positions.data_as<int32_t>();
+    const auto* freq = inv_freq.data_as<float>();
+    if (rms_norm_rope_fused(qp, nullptr, hd, R, nq)) {
+      check(launch_rms_norm_rope(qp, nullptr, *q_norm_eps, M, H, hd, pos, freq, R, nq,
                                  ctx_->stream()),
+            op);
+    } else {
+      check(launch_rms_norm(qp, nullptr, *q_norm_eps, M * H, hd, nq, ctx_->stream()), op);
+      check(launch_rope(nq, M, H, hd, pos, freq, R, false, ctx_->stream()), op);
+    }
+    qp = nq;
+  }
+  if (on_wgmma) {
+    std::shared_ptr<void> q_inv;  // the raw queries' row scales (their one read before)
+    if (q_in_kernel) {
+      q_inv = scratch(static_cast<size_t>(M * H) * sizeof(float));
+      check(launch_rms_scales(qp, *q_norm_eps, M * H, hd, static_cast<float*>(q_inv.get()),
+                              ctx_->stream()),
+            op);
+    }
+    check(launch_attention_wgmma(qp, M, rows_ptr, window, list, count, Kmax, sinks.data_as<float>(),
+                                 scale, static_cast<const float*>(q_inv.get()), dst,
+                                 ctx_->error_word(), ctx_->stream()),
           op);
     ++wgmma_attention_calls_;
+    fused_q_norm_attention_calls_ += q_in_kernel;
     return;
   }
   const int quarter_warps = attention_quarter_warps(groups_per_block, hd, blocks, ctx_->num_sms());
-  check(launch_attention(q.data_as<float>(), M, H, hd, rows_ptr, groups_per_block, quarter_warps,
-                         blocks, uniform, slots > 0, window, list, count, Kmax,
-                         sinks.data_as<float>(), scale, static_cast<float*>(workspace.get()), slots,
-                         dst, ctx_->error_word(), ctx_->stream()),
+  check(launch_attention(qp, M, H, hd, rows_ptr, groups_per_block, quarter_warps, blocks, uniform,
+                         slots > 0, window, list, count, Kmax, sinks.data_as<float>(), scale,
+                         static_cast<float*>(workspace.get()), slots, dst, ctx_->error_word(),
+                         ctx_->stream()),
         op);
   if (in_kernel) return;
   if (derotate)

@@ -18,6 +18,10 @@
 // PrefillSizedCallsMatchSmallerCalls check it here). Two buffers of each stage kind fill the
 // shared memory, so one stage is in flight and both warpgroups step through it together: ncu
 // finds the kernel bound by that (L2 and the tensor cores both under a third busy; docs/perf.md).
+// With q_inv, q holds the heads before their unweighted RMSNorm and RoPE (rms_norm_rope's
+// input) and q_inv their scales (launch_rms_scales: a read of the queries instead of
+// rms_norm_rope's read and write); the block applies both as it converts Q's slices, so the
+// same values reach the MMAs.
 #include "backend/cuda/attention_keys.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
@@ -36,7 +40,8 @@ constexpr int kSuper = 128;  // keys per super-chunk, 64 per warpgroup in S
 constexpr int kChunk = 32;   // the mma.sync kernel's softmax chunk
 constexpr int kChunks = kSuper / kChunk;
 constexpr int kThreads = 256;
-constexpr int kVKeys = 16;  // keys per PV stage (one k16 step)
+constexpr int kVKeys = 16;       // keys per PV stage (one k16 step)
+constexpr int kQNormRopeR = 32;  // kQNorm: the rotated pairs, the last 64-dim slice (V4's)
 // Shared memory, bytes; every MMA tile 1024-aligned. Rows are 128 bytes (64 fp16) with their
 // 16-byte chunks swizzled by the row (chunk c of row r at c ^ (r % 8)).
 constexpr int kQPart = 2 * kRows * 128;              // Q's 64-dim slice, hi then lo: 16 KiB
@@ -48,7 +53,8 @@ constexpr int kPHalf = (kSuper / 64) * kRows * 128;  // P's hi (or lo): 2 key sl
 constexpr int kOffV = 2 * kSStage, kOffP = kOffV + 2 * kVStage, kOffMax = kOffP + 2 * kPHalf;
 constexpr int kOffSum = kOffMax + kChunks * kRows * 4, kOffPtr = kOffSum + kChunks * kRows * 4;
 constexpr int kOffRope = kOffPtr + 2 * kSuper * 8;
-constexpr int kOffQRaw = kOffRope + kHd * 4;                     // Q's next slice as fp32: 16 KiB
+constexpr int kOffInv = kOffRope + kHd * 4;                      // kQNorm: the heads. scales
+constexpr int kOffQRaw = kOffInv + kRows * 4;                    // Q's next slice as fp32: 16 KiB
 constexpr size_t kSmemBytes = kOffQRaw + kRows * 64 * 4 + 1024;  // + alignment slack
 
 struct WgmmaAttnParams {
@@ -60,10 +66,12 @@ struct WgmmaAttnParams {
   int64_t Kmax;
   const float* sinks;
   float scale;
+  const float* q_inv;  // kQNorm: q is rms_norm_rope's input, these its rows' scales [M, 64]
   int32_t* err;
   AttnOutput o;
 };
 
+template <bool kQNorm>
 __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnParams p) {
   wait_for_prior_grid();
 #if DI_HAVE_WGMMA
@@ -74,7 +82,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
   float* csum = reinterpret_cast<float*>(smem + kOffSum);
   const uint16_t** kptr = reinterpret_cast<const uint16_t**>(smem + kOffPtr);  // [2][128]
   float* rope_cs = reinterpret_cast<float*>(smem + kOffRope);
-  float* qraw = reinterpret_cast<float*>(smem + kOffQRaw);  // [64 rows][64 dims] fp32
+  float* qraw = reinterpret_cast<float*>(smem + kOffQRaw);    // [64 rows][64 dims] fp32
+  float* q_scale = reinterpret_cast<float*>(smem + kOffInv);  // kQNorm: p.q_inv of row m
 
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int tq = lane & 3, r0 = warp * 16 + (lane >> 2);  // accumulator rows r0, r0 + 8
@@ -89,6 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
   const float* qrow = p.q + m * kRows * kHd;
   const bool derotate = p.o.rope_pos != nullptr;
   if (derotate) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
+  if (kQNorm && tid < kRows) q_scale[tid] = p.q_inv[m * kRows + tid];  // read after a barrier
 
   auto key_ptr = [&](int64_t j) -> const uint16_t* {
     return j < n ? keys.halves_at(j, keys.entry(j)) : nullptr;
@@ -102,13 +112,23 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
       cp_async16(qraw + i * 4, qrow + (i >> 4) * kHd + st * 64 + (i & 15) * 4, true);
     }
   };
-  auto store_q = [&](int b) {
+  // kQNorm: rms_norm4_kernel's scaling, then its rotation of the last slice's pairs (by the
+  // de-rotation's table: the same cosine, the sine negated back).
+  auto store_q = [&](int b, int st) {
     unsigned char* qs = smem + b * kSStage;
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int i = u * kThreads + tid, h = i >> 4, c4 = i & 15;
       const int off = h * 128 + (((c4 >> 1) ^ (h & 7)) << 4) + (c4 & 1) * 8;
-      const float4 v = *reinterpret_cast<const float4*>(qraw + i * 4);
+      float4 v = *reinterpret_cast<const float4*>(qraw + i * 4);
+      if (kQNorm) {
+        v = scale4(v, q_scale[h], nullptr, 0);
+        if (st == kHd / 64 - 1) {  // the rotated dims (2 R == 64)
+          const int pr = c4 * 2;
+          rotate_by(v.x, v.y, rope_cs[pr], -rope_cs[kQNormRopeR + pr]);
+          rotate_by(v.z, v.w, rope_cs[pr + 1], -rope_cs[kQNormRopeR + pr + 1]);
+        }
+      }
       const float x[4] = {v.x, v.y, v.z, v.w};
       store_hi_lo(qs + off, qs + kRows * 128 + off, x);
     }
@@ -178,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
         }
       }
       cp_async_wait_all();  // this thread's copies of stage st (its Q floats, its key chunks)
-      store_q(b);
+      store_q(b, st);
       fence_proxy_async_smem();
       __syncthreads();  // stage st landed; every stage st - 1 product is done (buffer b ^ 1 free)
       if (s_live) {
@@ -331,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
   __syncthreads();  // the de-rotation table
 
   // Rows r0, r0 + 8 = heads; dims 256 wg + 8 j + 2 tq (+ 1).
-  const int first = derotate ? static_cast<int>(kHd - 2 * p.o.rope_R) : kHd;
+  const int rot_first = derotate ? static_cast<int>(kHd - 2 * p.o.rope_R) : kHd;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int h = r0 + 8 * r;
@@ -344,8 +364,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
     for (int j = 0; j < 32; ++j) {
       const int d = 256 * wg + 8 * j + 2 * tq;
       float v0 = o[4 * j + 2 * r] * mul, v1 = o[4 * j + 2 * r + 1] * mul;
-      if (d >= first) {
-        const int i = (d - first) / 2;
+      if (d >= rot_first) {
+        const int i = (d - rot_first) / 2;
         rotate_by(v0, v1, rope_cs[i], rope_cs[p.o.rope_R + i]);
       }
       store_out_pair(p.o, at, d, v0, v1);
@@ -360,24 +380,34 @@ bool attention_wgmma_supported(int64_t H, int64_t hd) {
   return H == kRows && hd == kHd;
 }
 
+bool attention_wgmma_norms_q(int64_t R) {
+  return R == kQNormRopeR;
+}
+
 cudaError_t launch_attention_wgmma(const float* q, int64_t M, const AttnRow* rows, int64_t window,
                                    const int32_t* list, const int32_t* count, int64_t Kmax,
-                                   const float* sinks, float scale, const AttnOutput& out,
-                                   int32_t* err, cudaStream_t stream) {
+                                   const float* sinks, float scale, const float* q_inv,
+                                   const AttnOutput& out, int32_t* err, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
+  const bool q_norm = q_inv != nullptr;
+  if (q_norm && (!out.rope_pos || out.rope_R != kQNormRopeR)) return cudaErrorInvalidValue;
   const void* dst = out.out ? static_cast<const void*>(out.out) : out.out_bf16;
   if ((out.out == nullptr) == (out.out_bf16 == nullptr) ||
       !attention_stores_pairs(kHd, dst, out.out_bf16 != nullptr) || M > 0x7fffffff ||
       (reinterpret_cast<uintptr_t>(q) & 15) != 0 || out.rope_R < 0 || 2 * out.rope_R > kHd ||
       (out.rope_pos && (!out.rope_freq || out.rope_R == 0)))
     return cudaErrorInvalidValue;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSmemBytes));
-  if (attr != cudaSuccess) return attr;
-  const WgmmaAttnParams p{q, rows, window, list, count, Kmax, sinks, scale, err, out};
-  return launch_kernel(attention_wgmma_kernel, static_cast<unsigned>(M), kThreads, kSmemBytes,
-                       stream, p);
+  const WgmmaAttnParams p{q, rows, window, list, count, Kmax, sinks, scale, q_inv, err, out};
+  const auto kernel = q_norm ? attention_wgmma_kernel<true> : attention_wgmma_kernel<false>;
+  static const cudaError_t attr[2] = {
+      cudaFuncSetAttribute(attention_wgmma_kernel<false>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmemBytes)),
+      cudaFuncSetAttribute(attention_wgmma_kernel<true>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmemBytes))};
+  if (attr[q_norm] != cudaSuccess) return attr[q_norm];
+  return launch_kernel(kernel, static_cast<unsigned>(M), kThreads, kSmemBytes, stream, p);
 }
 
 }  // namespace deepinfer::cuda

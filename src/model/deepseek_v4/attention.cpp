@@ -263,12 +263,16 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   // Every projection of x in one GEMM (weights.h: x_proj).
   const std::vector<Tensor> xp = project_fused(b, x, w.x_proj, member_rows(attention_x_members(w)));
 
-  // Queries: low-rank projection, per-head unweighted RMSNorm, RoPE (wq_b below).
+  // Queries: low-rank projection, per-head unweighted RMSNorm, RoPE (wq_b below). Where the
+  // backend's attention normalises and rotates them as it reads them (raw_q), it gets wq_b's
+  // output; else they are normalised beside the key chain.
   const Tensor& qa = xp[0];
   Tensor qr = b.empty({T, c.q_lora_rank});
   b.rms_norm(qa, w.q_norm, eps, qr);
-  Tensor q = b.empty({T * H, hd});
-  const TensorView q3 = q.view().reshape({T, H, hd});
+  const bool raw_q = b.attention_normalises_raw_q(T, H, hd, inv_freq.dim(0));
+  Tensor q_raw = b.empty({T * H, hd});
+  Tensor q = raw_q ? Tensor() : b.empty({T, H, hd});
+  const TensorView q_raw3 = q_raw.view().reshape({T, H, hd});
 
   // The heads in the dtype of wo_a's weights (bf16 on a GPU: the product rounds them so anyway).
   Tensor attn = b.empty({T, H, hd}, b.weight_dtype());
@@ -302,15 +306,17 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
     decode_idx = select_keys_of_decode_rows(b, c, rows, layer, in, work, first_key, keys);
 
     side.to_main();
-    Tensor q_raw = b.empty({T * H, hd});
     b.matmul(qr, w.wq_b, q_raw.view().reshape({T, H * hd}));
-    b.rms_norm_rope(q_raw.view().reshape({T, H, hd}), TensorView(), eps, in.positions_dev, inv_freq,
-                    q3);
+    if (!raw_q) b.rms_norm_rope(q_raw3, TensorView(), eps, in.positions_dev, inv_freq, q);
   }  // joined: the attention reads both branches
   // K = V carried RoPE into the output's rope dims: rotated back to the query's frame as written.
-  b.attention_batch_derotated(q3, keys, c.sliding_window, w.sinks,
-                              1.0f / std::sqrt(static_cast<float>(hd)), in.positions_dev, inv_freq,
-                              attn);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (raw_q)
+    b.attention_batch_raw_q(q_raw3, keys, c.sliding_window, w.sinks, scale, eps, in.positions_dev,
+                            inv_freq, attn);
+  else
+    b.attention_batch_derotated(q, keys, c.sliding_window, w.sinks, scale, in.positions_dev,
+                                inv_freq, attn);
 
   // Grouped low-rank output projection.
   const int G = c.o_groups;
