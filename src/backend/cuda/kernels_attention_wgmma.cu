@@ -53,7 +53,7 @@ constexpr int kPHalf = (kSuper / 64) * kRows * 128;  // P's hi (or lo): 2 key sl
 constexpr int kOffV = 2 * kSStage, kOffP = kOffV + 2 * kVStage, kOffMax = kOffP + 2 * kPHalf;
 constexpr int kOffSum = kOffMax + kChunks * kRows * 4, kOffPtr = kOffSum + kChunks * kRows * 4;
 constexpr int kOffRope = kOffPtr + 2 * kSuper * 8;
-constexpr int kOffInv = kOffRope + kHd * 4;                      // kQNorm: the heads. scales
+constexpr int kOffInv = kOffRope + kHd * 4;                      // kQNorm: the heads' scales
 constexpr int kOffQRaw = kOffInv + kRows * 4;                    // Q's next slice as fp32: 16 KiB
 constexpr size_t kSmemBytes = kOffQRaw + kRows * 64 * 4 + 1024;  // + alignment slack
 
