@@ -362,25 +362,14 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   const bool on_wgmma = wgmma_ && groups_per_block == 2 && attention_wgmma_supported(H, hd) &&
                         all_split && slots == 0 && in_kernel && aligned16(q.data());
   // Raw queries (attention_batch_raw_q): normalised and rotated by the wgmma kernel as it loads
-  // them where it can, else by rms_norm_rope's kernels into a scratch copy first.
+  // them where it can, else by rms_norm_rope into a copy first.
   const float* qp = q.data_as<float>();
-  std::shared_ptr<void> normed_q;
-  const bool q_in_kernel = q_norm_eps && on_wgmma && dst.rope_pos && attention_wgmma_norms_q(R) &&
-                           rms_norm_rope_fused(qp, nullptr, hd, 0, qp);
+  Tensor normed_q;
+  const bool q_in_kernel = q_norm_eps && on_wgmma && dst.rope_pos && attention_wgmma_norms_q(R);
   if (q_norm_eps && !q_in_kernel) {
-    normed_q = scratch(static_cast<size_t>(M * H * hd) * sizeof(float));
-    auto* nq = static_cast<float*>(normed_q.get());
-    const auto* pos = positions.data_as<int32_t>();
-    const auto* freq = inv_freq.data_as<float>();
-    if (rms_norm_rope_fused(qp, nullptr, hd, R, nq)) {
-      check(launch_rms_norm_rope(qp, nullptr, *q_norm_eps, M, H, hd, pos, freq, R, nq,
-                                 ctx_->stream()),
-            op);
-    } else {
-      check(launch_rms_norm(qp, nullptr, *q_norm_eps, M * H, hd, nq, ctx_->stream()), op);
-      check(launch_rope(nq, M, H, hd, pos, freq, R, false, ctx_->stream()), op);
-    }
-    qp = nq;
+    normed_q = empty({M, H, hd});
+    rms_norm_rope(q, TensorView(), *q_norm_eps, positions, inv_freq, normed_q);
+    qp = normed_q.data_as<float>();
   }
   if (on_wgmma) {
     std::shared_ptr<void> q_inv;  // the raw queries' row scales (their one read before)

@@ -39,7 +39,7 @@ struct ExpertArgs {
   const int32_t* offsets;    // [E + 1]
   const int32_t* tiles;      // [max_tiles] packed (expert, first row)
   const int32_t* num_tiles;
-  CUtensorMap w1;  // [E, N, K] (down: w2), boxes of kBN / 2 (down: kBN) rows
+  CUtensorMap w1;  // [E, N, K] (down: w2), boxes of kBN / 2 (down: kBN) rows; set at launch
   CUtensorMap w3;  // up only
   int64_t N, K;
   float limit;
@@ -201,16 +201,7 @@ cudaError_t launch_moe_up_wgmma(const uint16_t* x, const int32_t* row_token, con
                                 int64_t D, float limit, uint16_t* act, cudaStream_t stream) {
   if (max_tiles <= 0 || I <= 0) return cudaSuccess;
   if (D % 8 != 0 || I % 8 != 0) return cudaErrorInvalidValue;
-  ExpertArgs a{};
-  a.x = x;
-  a.row_token = row_token;
-  a.offsets = offsets;
-  a.tiles = tiles;
-  a.num_tiles = num_tiles;
-  a.N = I;
-  a.K = D;
-  a.limit = limit;
-  a.act_out = act;
+  ExpertArgs a{x, row_token, offsets, tiles, num_tiles, {}, {}, I, D, limit, act, nullptr};
   return launch_expert_wgmma<true>(a, w1, w3, E, max_tiles, stream);
 }
 
@@ -219,14 +210,7 @@ cudaError_t launch_moe_down_wgmma(const uint16_t* act, const int32_t* offsets, c
                                   int64_t E, int64_t D, int64_t I, float* y, cudaStream_t stream) {
   if (max_tiles <= 0 || D <= 0) return cudaSuccess;
   if (I % 8 != 0 || D % 8 != 0) return cudaErrorInvalidValue;
-  ExpertArgs a{};
-  a.x = act;
-  a.offsets = offsets;
-  a.tiles = tiles;
-  a.num_tiles = num_tiles;
-  a.N = D;
-  a.K = I;
-  a.y_out = y;
+  ExpertArgs a{act, nullptr, offsets, tiles, num_tiles, {}, {}, D, I, 0.f, nullptr, y};
   return launch_expert_wgmma<false>(a, w2, nullptr, E, max_tiles, stream);
 }
 
