@@ -620,6 +620,8 @@ TEST_F(Attn, TopkMatchesCpuWithTiesAndInfinities) {
                                                             {7, 100, 17},
                                                             {3, 5000, 512},
                                                             {2, 70000, 2048},
+                                                            {2, 3000, 1000},
+                                                            {1, 20000, 8192},
                                                             {5, 33, 33},
                                                             {2, 1, 1}}) {
     Rng rng;

@@ -52,8 +52,26 @@ def test_by_kernel_sums_per_name_and_grid(tmp_path):
     rows = [kernel(0, 10, "kA"), kernel(10, 14, "kA"), kernel(14, 20, "gemm_x", grid=(64, 8, 1)),
             kernel(20, 23, "gemm_x", grid=(2048, 1, 1)), kernel(23, 30, "gemm_x", grid=(64, 8, 1))]
     out = summary(tmp_path, rows, "--window-ms", "1", "--by-kernel")
-    table = dict((m.group(4).strip(), (float(m.group(1)), int(m.group(2)), float(m.group(3))))
-                 for m in re.finditer(r"^\s*([0-9.]+)\s+(\d+)\s+([0-9.]+)\s+(.+)$", out, re.M))
-    assert table["kA"] == (14.0, 2, 7.0)
-    assert table["gemm_x  64x8x1"] == (13.0, 2, 6.5)
-    assert table["gemm_x  2048x1x1"] == (3.0, 1, 3.0)
+    table = by_kernel_table(out)
+    assert table["kA"] == (14.0, 2, 7.0, 14.0)
+    assert table["gemm_x  64x8x1"] == (13.0, 2, 6.5, 13.0)
+    assert table["gemm_x  2048x1x1"] == (3.0, 1, 3.0, 3.0)
+
+
+def by_kernel_table(out):
+    return dict((m.group(5).strip(),
+                 (float(m.group(1)), int(m.group(2)), float(m.group(3)), float(m.group(4))))
+                for m in re.finditer(r"^\s*([0-9.]+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+(.+)$",
+                                     out, re.M))
+
+
+def test_by_kernel_shares_split_overlapping_time(tmp_path):
+    # kB runs beside kA for 4 us (2 each), then alone for 2; kC beside kA's first 2 us.
+    rows = [kernel(0, 10, "kA"), kernel(6, 12, "kB", stream=9), kernel(0, 2, "kC", stream=11)]
+    out = summary(tmp_path, rows, "--window-ms", "1", "--by-kernel")
+    table = by_kernel_table(out)
+    assert table["kA"] == (10.0, 1, 10.0, 7.0)  # 1 + 4 alone + 2
+    assert table["kB"] == (6.0, 1, 6.0, 4.0)
+    assert table["kC"] == (2.0, 1, 2.0, 1.0)
+    assert "busy time 12.0" in out
+    assert out.index("  kA") < out.index("  kB") < out.index("  kC")  # largest share first

@@ -4,7 +4,9 @@ was busy, how much of the window the device was idle (no kernel, copy or set run
 largest idle gaps with what ran before and after them, and the last --last records in start
 order (offset, duration, gap since the previous record of any stream, stream, grid, name).
 --by-kernel: instead of the timeline, the window's device time summed per kernel name (and grid,
-for names matching --grid-for), with counts and means: where a step's time goes."""
+for names matching --grid-for), with counts, means and shares (each instant of device time split
+evenly among the records running then, so the shares add up to the busy time and a kernel that
+runs beside others counts only its part): where a step's time goes."""
 import argparse
 import csv
 import re
@@ -25,6 +27,27 @@ def demangle(names):
         d = d.replace("gemm_tiles::", "").replace("(Mode)", "mode ").replace("TileShape", "")
         out[n] = d[:110]
     return out
+
+
+def record_shares(win, t0):
+    """Each record's share of the device time from t0 on: every instant split evenly among the
+    records running then."""
+    events = []
+    for i, r in enumerate(win):
+        events.append((max(r["s"], t0), 1, i))
+        events.append((r["e"], 0, i))  # ends sort before starts at the same instant
+    events.sort()
+    shares, running, last = [0.0] * len(win), set(), None
+    for t, starts, i in events:
+        if running and t > last:
+            for j in running:
+                shares[j] += (t - last) / len(running)
+        last = t
+        if starts:
+            running.add(i)
+        else:
+            running.discard(i)
+    return shares
 
 
 def main():
@@ -76,20 +99,23 @@ def main():
 
     if args.by_kernel:
         total, per = 0, {}
-        for r in win:
+        shares = record_shares(win, t0)
+        for r, share in zip(win, shares):
             name = names.get(r["name"], r["name"])
             if args.grid_for and args.grid_for in r["name"]:
                 name += f"  {r['a']}x{r['b']}x{r['c']}"
             d = r["e"] - max(r["s"], t0)
             total += d
-            acc = per.setdefault(name, [0, 0])
+            acc = per.setdefault(name, [0, 0, 0.0])
             acc[0] += d
             acc[1] += 1
+            acc[2] += share
         print(f"\ndevice time per kernel (us; records of all streams overlap, so the sum "
-              f"{total / 1e3:.1f} may exceed the window):")
-        print(f"{'total':>9} {'count':>6} {'mean':>8}  name")
-        for name, (d, n) in sorted(per.items(), key=lambda kv: -kv[1][0]):
-            print(f"{d / 1e3:9.1f} {n:6d} {d / 1e3 / n:8.2f}  {name}")
+              f"{total / 1e3:.1f} may exceed the window; the shares add up to its busy time "
+              f"{sum(shares) / 1e3:.1f}), by share:")
+        print(f"{'total':>9} {'count':>6} {'mean':>8} {'share':>9}  name")
+        for name, (d, n, sh) in sorted(per.items(), key=lambda kv: -kv[1][2]):
+            print(f"{d / 1e3:9.1f} {n:6d} {d / 1e3 / n:8.2f} {sh / 1e3:9.1f}  {name}")
         return
 
     print(f"\nthe last {args.last} records (us from the window start):")
