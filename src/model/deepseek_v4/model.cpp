@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <utility>
 
 #include "core/cpu_timer.h"
 #include "io/weights.h"
@@ -40,10 +41,11 @@ struct Streams {
 
 // One mHC site around a sub-block: collapse the streams (expanding the last site's first), run
 // the block on the normed input; its expansion with the post weights and the (transposed)
-// combination matrix is left to the next site.
+// combination matrix is left to the next site. `in` is taken over and released once expanded,
+// so that the block runs with one copy of the streams alive, as before the deferral.
 template <typename Block>
 Streams hc_site(Backend& b, const ModelConfig& c, const HcWeights& hc, const Tensor& norm_w,
-                const Streams& in, Block&& block) {
+                Streams in, Block&& block) {
   const int64_t S = in.X.dim(0);
   const int n = c.hc_mult, D = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
@@ -53,6 +55,7 @@ Streams hc_site(Backend& b, const ModelConfig& c, const HcWeights& hc, const Ten
     X = b.empty({S, n, D});
     b.hc_post_pre_norm(in.X, in.y, in.post, in.comb, X, hc.fn, hc.base, hc.scale,
                        c.hc_sinkhorn_iters, hc_eps, eps, norm_w, normed, post, comb);
+    in = Streams{};
   } else {
     b.hc_pre_norm(X, hc.fn, hc.base, hc.scale, c.hc_sinkhorn_iters, hc_eps, eps, norm_w, normed,
                   post, comb);
@@ -156,11 +159,11 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    streams = hc_site(b, c, L.hc_attn, L.attn_norm, streams, [&](const TensorView& x) {
+    streams = hc_site(b, c, L.hc_attn, L.attn_norm, std::move(streams), [&](const TensorView& x) {
       const ScopedCpuTimer t("model: attention block");
       return attention_block(b, c, weights_, l, x, in);
     });
-    streams = hc_site(b, c, L.hc_ffn, L.ffn_norm, streams, [&](const TensorView& x) {
+    streams = hc_site(b, c, L.hc_ffn, L.ffn_norm, std::move(streams), [&](const TensorView& x) {
       const ScopedCpuTimer t("model: moe block");
       return moe_block(b, c, L.moe, x, in);
     });
