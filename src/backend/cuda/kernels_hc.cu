@@ -604,9 +604,31 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
   collapse(x, pre, hc, D, d0, d1, out + m * D + d0);
 }
 
-// One thread per (m, d) writing all hc streams: X[m, :, d] is read once (not once per output
-// stream); the weight of X[m, j] in stream h is comb[m, j, h], summed in the same order as before.
-// kHcMax bounds hc at compile time so that the streams stay in registers (4: V4's hc_mult).
+// Column d of row m of every output stream (hc_post_kernel and hc_post_mix_kernel: the same
+// bits): X[m, :, d] is read once (not once per output stream); the weight of X[m, j] in stream h
+// is comb[m, j, h], summed in the same order as before. kHcMax bounds hc at compile time so that
+// the streams stay in registers (4: V4's hc_mult). emit(h, value) takes each stream's value as
+// it is formed.
+template <int kHcMax, typename Emit>
+__device__ __forceinline__ void hc_post_column(const float* X, const float* y, const float* post,
+                                               const float* comb, int64_t m, int hc, int64_t D,
+                                               int64_t d, Emit&& emit) {
+  float x[kHcMax];
+#pragma unroll
+  for (int j = 0; j < kHcMax; ++j) x[j] = j < hc ? __ldg(X + (m * hc + j) * D + d) : 0.f;
+  const float yv = __ldg(y + m * D + d);
+#pragma unroll
+  for (int h = 0; h < kHcMax; ++h) {
+    if (h >= hc) break;
+    float o = post[m * hc + h] * yv;
+#pragma unroll
+    for (int j = 0; j < kHcMax; ++j)
+      if (j < hc) o += comb[(m * hc + j) * hc + h] * x[j];
+    emit(h, o);
+  }
+}
+
+// One thread per (m, d) writing all hc streams.
 template <int kHcMax>
 __global__ void hc_post_kernel(const float* X, const float* y, const float* post, const float* comb,
                                int64_t M, int hc, int64_t D, float* out) {
@@ -615,19 +637,8 @@ __global__ void hc_post_kernel(const float* X, const float* y, const float* post
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
     const int64_t d = t % D, m = t / D;
-    float x[kHcMax];
-#pragma unroll
-    for (int j = 0; j < kHcMax; ++j) x[j] = j < hc ? __ldg(X + (m * hc + j) * D + d) : 0.f;
-    const float yv = __ldg(y + m * D + d);
-#pragma unroll
-    for (int h = 0; h < kHcMax; ++h) {
-      if (h >= hc) break;
-      float o = post[m * hc + h] * yv;
-#pragma unroll
-      for (int j = 0; j < kHcMax; ++j)
-        if (j < hc) o += comb[(m * hc + j) * hc + h] * x[j];
-      out[(m * hc + h) * D + d] = o;
-    }
+    hc_post_column<kHcMax>(X, y, post, comb, m, hc, D, d,
+                           [&](int h, float o) { out[(m * hc + h) * D + d] = o; });
   }
 }
 
@@ -671,20 +682,10 @@ __global__ void __launch_bounds__(kMixChunk)
   }
   wait_for_prior_grid();
   const int64_t d = d0 + t;
-  float x[kHcMax];
-#pragma unroll
-  for (int j = 0; j < kHcMax; ++j) x[j] = j < hc ? __ldg(X + (m * hc + j) * D + d) : 0.f;
-  const float yv = __ldg(y + m * D + d);
-#pragma unroll
-  for (int h = 0; h < kHcMax; ++h) {
-    if (h >= hc) break;
-    float o = post[m * hc + h] * yv;
-#pragma unroll
-    for (int j = 0; j < kHcMax; ++j)
-      if (j < hc) o += comb[(m * hc + j) * hc + h] * x[j];
+  hc_post_column<kHcMax>(X, y, post, comb, m, hc, D, d, [&](int h, float o) {
     out[(m * hc + h) * D + d] = o;
     xs[h * ld + t] = o;
-  }
+  });
   __syncthreads();
   const int64_t per_stream = D / kMixChunk, nchunks = hc * per_stream;
   for (int c = t; c < hc * (nmix + 1); c += kMixChunk) {
@@ -837,9 +838,9 @@ cudaError_t launch_hc_post_pre_norm(const float* X, const float* y, const float*
     return cudaErrorInvalidValue;
   const int nmix = static_cast<int>((2 + hc) * hc);
   const size_t smem = static_cast<size_t>(hc + hc * nmix) * (kMixChunk + 1) * sizeof(float);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(hc_post_mix_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>((4 + 4 * 24) * (kMixChunk + 1) * sizeof(float)));
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      hc_post_mix_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>((4 + 4 * (2 + 4) * 4) * (kMixChunk + 1) * sizeof(float)));  // hc = 4
   if (attr != cudaSuccess) return attr;
   cudaError_t e = launch_kernel(
       hc_post_mix_kernel<4>, dim3(static_cast<unsigned>(M), static_cast<unsigned>(D / kMixChunk)),
