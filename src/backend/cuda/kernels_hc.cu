@@ -342,31 +342,9 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
   collapse(x, pre, hc, D, d0, d1, out + m * D + d0);
 }
 
-// Column d of row m of every output stream (hc_post_kernel and hc_post_mix_kernel: the same
-// bits): X[m, :, d] is read once (not once per output stream); the weight of X[m, j] in stream h
-// is comb[m, j, h], summed in the same order as before. kHcMax bounds hc at compile time so that
-// the streams stay in registers (4: V4's hc_mult). emit(h, value) takes each stream's value as
-// it is formed.
-template <int kHcMax, typename Emit>
-__device__ __forceinline__ void hc_post_column(const float* X, const float* y, const float* post,
-                                               const float* comb, int64_t m, int hc, int64_t D,
-                                               int64_t d, Emit&& emit) {
-  float x[kHcMax];
-#pragma unroll
-  for (int j = 0; j < kHcMax; ++j) x[j] = j < hc ? __ldg(X + (m * hc + j) * D + d) : 0.f;
-  const float yv = __ldg(y + m * D + d);
-#pragma unroll
-  for (int h = 0; h < kHcMax; ++h) {
-    if (h >= hc) break;
-    float o = post[m * hc + h] * yv;
-#pragma unroll
-    for (int j = 0; j < kHcMax; ++j)
-      if (j < hc) o += comb[(m * hc + j) * hc + h] * x[j];
-    emit(h, o);
-  }
-}
-
-// One thread per (m, d) writing all hc streams.
+// One thread per (m, d) writing all hc streams: X[m, :, d] is read once (not once per output
+// stream); the weight of X[m, j] in stream h is comb[m, j, h], summed in the same order as before.
+// kHcMax bounds hc at compile time so that the streams stay in registers (4: V4's hc_mult).
 template <int kHcMax>
 __global__ void hc_post_kernel(const float* X, const float* y, const float* post, const float* comb,
                                int64_t M, int hc, int64_t D, float* out) {
@@ -375,68 +353,19 @@ __global__ void hc_post_kernel(const float* X, const float* y, const float* post
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
     const int64_t d = t % D, m = t / D;
-    hc_post_column<kHcMax>(X, y, post, comb, m, hc, D, d,
-                           [&](int h, float o) { out[(m * hc + h) * D + d] = o; });
-  }
-}
-
-// hc_post_kernel for one row m and 128 columns [d0, d0 + 128) (blockIdx.y), one thread per
-// column; then the next site's mixing partials of the hc chunks the block wrote (chunk
-// h * D / 128 + blockIdx.y: stream h's columns), hc_mix_partial_kernel's chains over the same
-// values in the same order (k from zero, fmaf(x, f, acc); the last slot the sum of squares), from
-// the streams kept in shared memory and fn's rows staged there before the wait (weights).
-template <int kHcMax>
-__global__ void __launch_bounds__(kMixChunk)
-    hc_post_mix_kernel(const float* X, const float* y, const float* post, const float* comb, int hc,
-                       int64_t D, const float* fn, int nmix, float* out, float* partial) {
-  extern __shared__ float sm[];
-  constexpr int ld = kMixChunk + 1, kChunk4 = kMixChunk / 4;
-  float* xs = sm;            // [hc][ld]: the block's columns of each output stream
-  float* fs = sm + hc * ld;  // [hc][nmix][ld]: fn's rows over the block's chunks
-  const int64_t m = blockIdx.x, W = hc * D, d0 = int64_t{blockIdx.y} * kMixChunk;
-  const int t = threadIdx.x;
-  // fn staged in batches whose loads all issue before the batch's stores.
-  constexpr int kBatch = 8;
-  const int total = hc * nmix * kChunk4;
-  for (int i0 = 0; i0 < total; i0 += kBatch * kMixChunk) {
-    float4 v[kBatch];
+    float x[kHcMax];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = i0 + u * kMixChunk + t, row = i / kChunk4, k = (i % kChunk4) * 4;
-      const int h = row / nmix, j = row % nmix;
-      v[u] = i < total ? __ldg(reinterpret_cast<const float4*>(fn + j * W + h * D + d0 + k))
-                       : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+    for (int j = 0; j < kHcMax; ++j) x[j] = j < hc ? __ldg(X + (m * hc + j) * D + d) : 0.f;
+    const float yv = __ldg(y + m * D + d);
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = i0 + u * kMixChunk + t, row = i / kChunk4, k = (i % kChunk4) * 4;
-      if (i >= total) continue;
-      float* dst = fs + row * ld + k;
-      dst[0] = v[u].x;
-      dst[1] = v[u].y;
-      dst[2] = v[u].z;
-      dst[3] = v[u].w;
+    for (int h = 0; h < kHcMax; ++h) {
+      if (h >= hc) break;
+      float o = post[m * hc + h] * yv;
+#pragma unroll
+      for (int j = 0; j < kHcMax; ++j)
+        if (j < hc) o += comb[(m * hc + j) * hc + h] * x[j];
+      out[(m * hc + h) * D + d] = o;
     }
-  }
-  wait_for_prior_grid();
-  const int64_t d = d0 + t;
-  hc_post_column<kHcMax>(X, y, post, comb, m, hc, D, d, [&](int h, float o) {
-    out[(m * hc + h) * D + d] = o;
-    xs[h * ld + t] = o;
-  });
-  __syncthreads();
-  const int64_t per_stream = D / kMixChunk, nchunks = hc * per_stream;
-  for (int c = t; c < hc * (nmix + 1); c += kMixChunk) {
-    const int h = c / (nmix + 1), j = c % (nmix + 1);
-    const float* xr = xs + h * ld;
-    float acc = 0.f;
-    if (j < nmix) {
-      const float* f = fs + (h * nmix + j) * ld;
-      for (int k = 0; k < kMixChunk; ++k) acc = fmaf(xr[k], f[k], acc);
-    } else {
-      for (int k = 0; k < kMixChunk; ++k) acc = fmaf(xr[k], xr[k], acc);
-    }
-    partial[(m * nchunks + h * per_stream + blockIdx.y) * (nmix + 1) + j] = acc;
   }
 }
 
@@ -484,22 +413,6 @@ unsigned norm_parts(int64_t M, int64_t D) {
   return parts;
 }
 
-// hc_pre_norm_kernel over the mixing partials (chunk sums) of X.
-cudaError_t launch_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D, const float* partial,
-                            int nchunks, const float* base, const float* scale, int iters,
-                            float hc_eps, float norm_eps, const float* norm_w, float* normed,
-                            float* post, float* comb, cudaStream_t stream) {
-  const unsigned parts = norm_parts(M, D);
-  return launch_kernel_clustered(hc_pre_norm_kernel, dim3(static_cast<unsigned>(M), parts),
-                                 kThreads, 0, stream, dim3(1, parts, 1), X, static_cast<int>(hc), D,
-                                 partial, nchunks, base, scale, iters, hc_eps, norm_eps, norm_w,
-                                 normed, post, comb);
-}
-
-// The most rows whose expansion forms the next site's mixing sums itself: each row's blocks
-// stage fn's 1.5 MB (V4) again, which the mixing kernel's 16-row tiles share.
-constexpr int64_t kPostMixMaxRows = 8;
-
 }  // namespace
 
 bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const float* normed) {
@@ -518,36 +431,11 @@ cudaError_t launch_hc_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D,
   int nchunks = 0;
   cudaError_t e = launch_mix_partial(X, M, hc * D, fn, nmix, partial, &nchunks, sms, stream);
   if (e != cudaSuccess) return e;
-  return launch_pre_norm(X, M, hc, D, partial, nchunks, base, scale, iters, hc_eps, norm_eps,
-                         norm_w, normed, post, comb, stream);
-}
-
-bool hc_post_mix_fused(int64_t M, int64_t hc, int64_t D, const float* norm_w, const float* normed) {
-  return M >= 1 && M <= kPostMixMaxRows && hc <= 4 && D % kMixChunk == 0 &&
-         D / kMixChunk <= 65535 && hc_pre_norm_fused(hc, D, norm_w, normed);
-}
-
-cudaError_t launch_hc_post_pre_norm(const float* X, const float* y, const float* post,
-                                    const float* comb, int64_t M, int64_t hc, int64_t D, float* out,
-                                    const float* fn, const float* base, const float* scale,
-                                    int iters, float hc_eps, float norm_eps, const float* norm_w,
-                                    float* normed, float* next_post, float* next_comb,
-                                    float* partial, cudaStream_t stream) {
-  if (M <= 0) return cudaSuccess;
-  if (!hc_post_mix_fused(M, hc, D, norm_w, normed) || (reinterpret_cast<uintptr_t>(fn) & 15) != 0)
-    return cudaErrorInvalidValue;
-  const int nmix = static_cast<int>((2 + hc) * hc);
-  const size_t smem = static_cast<size_t>(hc + hc * nmix) * (kMixChunk + 1) * sizeof(float);
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      hc_post_mix_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>((4 + 4 * (2 + 4) * 4) * (kMixChunk + 1) * sizeof(float)));  // hc = 4
-  if (attr != cudaSuccess) return attr;
-  cudaError_t e = launch_kernel(
-      hc_post_mix_kernel<4>, dim3(static_cast<unsigned>(M), static_cast<unsigned>(D / kMixChunk)),
-      kMixChunk, smem, stream, X, y, post, comb, static_cast<int>(hc), D, fn, nmix, out, partial);
-  if (e != cudaSuccess) return e;
-  return launch_pre_norm(out, M, hc, D, partial, static_cast<int>(hc * D / kMixChunk), base, scale,
-                         iters, hc_eps, norm_eps, norm_w, normed, next_post, next_comb, stream);
+  const unsigned parts = norm_parts(M, D);
+  return launch_kernel_clustered(hc_pre_norm_kernel, dim3(static_cast<unsigned>(M), parts),
+                                 kThreads, 0, stream, dim3(1, parts, 1), X, static_cast<int>(hc), D,
+                                 partial, nchunks, base, scale, iters, hc_eps, norm_eps, norm_w,
+                                 normed, post, comb);
 }
 
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,
