@@ -172,9 +172,11 @@ class Backend {
                        const TensorView& out) = 0;
 
   // ---- attention ----------------------------------------------------------------------------
-  // Softmax-gated pooling: kv, gate [N, S, d] (gate already holds the position bias; -inf slots
-  // get no weight) -> out[n, c] = sum_s softmax_s(gate[n, :, c]) * kv[n, s, c].
-  virtual void window_pool(const TensorView& kv, const TensorView& gate, const TensorView& out) = 0;
+  // Softmax-gated pooling: kv, gate [N, S, d], slot_bias [S, d] (each slot's position bias; an
+  // empty view adds none) -> out[n, c] = sum_s softmax_s(gate[n, :, c] + slot_bias[:, c]) *
+  // kv[n, s, c]; -inf slots get no weight.
+  virtual void window_pool(const TensorView& kv, const TensorView& gate,
+                           const TensorView& slot_bias, const TensorView& out) = 0;
   // Shared-KV attention with per-head sinks. q [M, H, hd]; win_kv [P + M, hd] holds the keys of
   // positions p0-P .. p0+M-1 where query m sits at p0+m: query m sees rows r with
   // m + P - window < r <= m + P. Compressed entries comp_kv [E, hd] (E may be 0): query m also

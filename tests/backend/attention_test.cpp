@@ -14,33 +14,44 @@ class Attn : public ::testing::Test {
   std::unique_ptr<Backend> be = make_cpu_backend();
 };
 
+// With and without the slot bias (the position bias of each slot, added to every window's
+// gates); a bias of the wrong shape is refused.
 TEST_F(Attn, WindowPoolSoftmaxOverSlots) {
   SEED_TRACE();
   for (auto [N, S, d] :
        std::vector<std::array<int64_t, 3>>{{1, 8, 512}, {37, 4, 65}, {500, 16, 32}}) {
-    Rng rng;
-    Tensor kv = rand_tensor(rng, {N, S, d}), gate = rand_tensor(rng, {N, S, d}, -4.f, 4.f);
-    float* g = gate.data_as<float>();
-    // Some -inf slots (no weight), and in the first token a fully -inf channel (output 0).
-    for (int64_t i = 0; i < N * S * d; i += 7) g[i] = -kInf;
-    for (int64_t s = 0; s < S; ++s) g[s * d + 1] = -kInf;
-    Tensor out = poisoned({N, d});
-    be->window_pool(kv, gate, out);
-    std::vector<double> ref(N * d, 0.0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < d; ++c) {
-        double mx = -kInf, den = 0, num = 0;
-        for (int64_t s = 0; s < S; ++s) mx = std::max(mx, double(g[(n * S + s) * d + c]));
-        if (mx == -kInf) continue;
-        for (int64_t s = 0; s < S; ++s) {
-          const double w = std::exp(g[(n * S + s) * d + c] - mx);
-          den += w;
-          num += w * kv.data_as<float>()[(n * S + s) * d + c];
+    for (const bool with_bias : {false, true}) {
+      Rng rng;
+      Tensor kv = rand_tensor(rng, {N, S, d}), gate = rand_tensor(rng, {N, S, d}, -4.f, 4.f);
+      Tensor bias = rand_tensor(rng, {S, d}, -3.f, 3.f);
+      float* g = gate.data_as<float>();
+      const float* bp = bias.data_as<float>();
+      // Some -inf slots (no weight), and in the first token a fully -inf channel (output 0).
+      for (int64_t i = 0; i < N * S * d; i += 7) g[i] = -kInf;
+      for (int64_t s = 0; s < S; ++s) g[s * d + 1] = -kInf;
+      Tensor out = poisoned({N, d});
+      be->window_pool(kv, gate, with_bias ? bias.view() : TensorView(), out);
+      auto gate_at = [&](int64_t n, int64_t s, int64_t c) {
+        return double(g[(n * S + s) * d + c]) + (with_bias ? double(bp[s * d + c]) : 0.0);
+      };
+      std::vector<double> ref(N * d, 0.0);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < d; ++c) {
+          double mx = -kInf, den = 0, num = 0;
+          for (int64_t s = 0; s < S; ++s) mx = std::max(mx, gate_at(n, s, c));
+          if (mx == -kInf) continue;
+          for (int64_t s = 0; s < S; ++s) {
+            const double w = std::exp(gate_at(n, s, c) - mx);
+            den += w;
+            num += w * kv.data_as<float>()[(n * S + s) * d + c];
+          }
+          ref[n * d + c] = num / den;
         }
-        ref[n * d + c] = num / den;
-      }
-    EXPECT_CLOSE(out, ref);
-    EXPECT_EQ(out.data_as<float>()[1], 0.f);
+      EXPECT_CLOSE(out, ref);
+      EXPECT_EQ(out.data_as<float>()[1], 0.f);
+      if (with_bias)
+        EXPECT_THROW(be->window_pool(kv, gate, rand_tensor(rng, {S + 1, d}), out), Error);
+    }
   }
 }
 

@@ -83,8 +83,7 @@ void for_each_pair(const ModelWeights& a, const ModelWeights& b, Fn&& fn) {
       fn(q + "wkv_b", cx->wkv_b, cy->wkv_b);
       fn(q + "wgate_a", cx->wgate_a, cy->wgate_a);
       fn(q + "wgate_b", cx->wgate_b, cy->wgate_b);
-      fn(q + "ape_a", cx->ape_a, cy->ape_a);
-      fn(q + "ape_b", cx->ape_b, cy->ape_b);
+      fn(q + "slot_bias", cx->slot_bias, cy->slot_bias);
       fn(q + "norm", cx->norm, cy->norm);
     }
     fn(p + "indexer.wq_b", ax.indexer.wq_b, ay.indexer.wq_b);

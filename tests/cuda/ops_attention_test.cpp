@@ -23,13 +23,19 @@ TEST_F(Attn, WindowPoolMatchesCpu) {
     float* g = gate.data_as<float>();
     for (int64_t i = 0; i < N * S * d; i += 7) g[i] = -kInf;
     for (int64_t s = 0; s < S; ++s) g[s * d + 1] = -kInf;  // channel 1 of row 0: no weights
-    Tensor ref = host({N, d});
-    cpu->window_pool(kv, gate, ref);
-    Tensor out = dev_poisoned(*gpu, {N, d});
-    gpu->window_pool(to_dev(*gpu, kv), to_dev(*gpu, gate), out);
-    const Tensor got = to_host(*gpu, out);
-    EXPECT_LE(rel_err(got, ref), kTolF32);
-    EXPECT_EQ(got.data_as<float>()[1], 0.f);
+    const Tensor bias = rand_host(rng, {S, d}, -3.f, 3.f);
+    for (const bool with_bias : {false, true}) {
+      const TensorView b = with_bias ? bias.view() : TensorView();
+      Tensor ref = host({N, d});
+      cpu->window_pool(kv, gate, b, ref);
+      Tensor out = dev_poisoned(*gpu, {N, d});
+      const Tensor dev_bias = to_dev(*gpu, bias);
+      gpu->window_pool(to_dev(*gpu, kv), to_dev(*gpu, gate),
+                       with_bias ? dev_bias.view() : TensorView(), out);
+      const Tensor got = to_host(*gpu, out);
+      EXPECT_LE(rel_err(got, ref), kTolF32);
+      EXPECT_EQ(got.data_as<float>()[1], 0.f);
+    }
   }
 }
 

@@ -38,20 +38,26 @@ void topk_row(const float* v, int64_t n, int k, int32_t* out, std::vector<int32_
 
 }  // namespace cpu
 
-void CpuBackend::window_pool(const TensorView& kv, const TensorView& gate, const TensorView& out) {
+void CpuBackend::window_pool(const TensorView& kv, const TensorView& gate,
+                             const TensorView& slot_bias, const TensorView& out) {
   using cpu::kAny;
   cpu::expect("window_pool", "kv", kv, DType::kF32, {kAny, kAny, kAny});
   const int64_t N = kv.dim(0), S = kv.dim(1), d = kv.dim(2);
   cpu::expect("window_pool", "gate", gate, DType::kF32, {N, S, d});
+  if (cpu::given(slot_bias))
+    cpu::expect("window_pool", "slot_bias", slot_bias, DType::kF32, {S, d});
   cpu::expect("window_pool", "out", out, DType::kF32, {N, d});
   const float* kp = kv.data_as<float>();
   const float* gp = gate.data_as<float>();
+  const float* bp = cpu::given(slot_bias) ? slot_bias.data_as<float>() : nullptr;
   float* op = out.data_as<float>();
   cpu::pool().parallel_for(N, std::max<int64_t>(1, 4096 / std::max<int64_t>(S * d, 1)),
                            [&](int64_t b, int64_t e) {
-                             std::vector<float> mx(d), den(d);
+                             std::vector<float> g(S * d), mx(d), den(d);
                              for (int64_t n = b; n < e; ++n) {
-                               const float* g = gp + n * S * d;
+                               const float* gn = gp + n * S * d;
+                               for (int64_t i = 0; i < S * d; ++i)
+                                 g[i] = bp ? gn[i] + bp[i] : gn[i];
                                const float* x = kp + n * S * d;
                                float* o = op + n * d;
                                std::fill(mx.begin(), mx.end(), kNegInf);

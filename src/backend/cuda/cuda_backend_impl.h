@@ -160,7 +160,8 @@ class CudaBackend final : public Backend {
                const TensorView& scale, float hc_eps, float norm_eps,
                const TensorView& out) override;
 
-  void window_pool(const TensorView& kv, const TensorView& gate, const TensorView& out) override;
+  void window_pool(const TensorView& kv, const TensorView& gate, const TensorView& slot_bias,
+                   const TensorView& out) override;
   void attention(const TensorView& q, const TensorView& win_kv, int64_t window,
                  const TensorView& comp_kv, const TensorView& comp_idx,
                  const TensorView& comp_visible, const TensorView& sinks, float scale,

@@ -123,14 +123,17 @@ void CudaBackend::hc_head(const TensorView& X, const TensorView& fn, const Tenso
         op);
 }
 
-void CudaBackend::window_pool(const TensorView& kv, const TensorView& gate, const TensorView& out) {
+void CudaBackend::window_pool(const TensorView& kv, const TensorView& gate,
+                              const TensorView& slot_bias, const TensorView& out) {
   const char* op = "window_pool";
   OpScope s(*this, op);
   expect(op, "kv", kv, DType::kF32, {kAny, kAny, kAny});
   const int64_t N = kv.dim(0), S = kv.dim(1), d = kv.dim(2);
   expect(op, "gate", gate, DType::kF32, {N, S, d});
+  if (given(slot_bias)) expect(op, "slot_bias", slot_bias, DType::kF32, {S, d});
   expect(op, "out", out, DType::kF32, {N, d});
-  check(launch_window_pool(kv.data_as<float>(), gate.data_as<float>(), N, S, d,
+  check(launch_window_pool(kv.data_as<float>(), gate.data_as<float>(),
+                           given(slot_bias) ? slot_bias.data_as<float>() : nullptr, N, S, d,
                            out.data_as<float>(), ctx_->stream()),
         op);
 }

@@ -102,8 +102,9 @@ cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, con
                            float* out, float* partial, int sms, cudaStream_t stream);
 
 // ---- attention (kernels_attention.cu) ----------------------------------------------------------
-cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, int64_t S, int64_t d,
-                               float* out, cudaStream_t stream);
+// slot_bias: [S, d] added to each window's gates, or null.
+cudaError_t launch_window_pool(const float* kv, const float* gate, const float* slot_bias,
+                               int64_t N, int64_t S, int64_t d, float* out, cudaStream_t stream);
 // One query row of an attention call (row m of q): its sequence's keys, what it sees, and its
 // share of the grid. Key splits are chosen per sequence (attention_splits of that sequence's rows
 // and keys alone), so a row's result does not depend on the other sequences of the call.

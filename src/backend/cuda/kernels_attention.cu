@@ -11,10 +11,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One thread per (n, channel): softmax over the S slots of gate, applied to kv. A channel whose
-// slots are all -inf has no weights and gets 0.
-__global__ void window_pool_kernel(const float* kv, const float* gate, int64_t N, int64_t S,
-                                   int64_t d, float* out) {
+// The gate of slot s of a window's channel (g and bias at that channel): plus the slot's position
+// bias where there is one.
+__device__ __forceinline__ float slot_gate(const float* g, const float* bias, int64_t s,
+                                           int64_t d) {
+  return bias ? g[s * d] + __ldg(bias + s * d) : g[s * d];
+}
+
+// One thread per (n, channel): softmax over the S slots of gate (+ slot_bias, nullable), applied
+// to kv. A channel whose slots are all -inf has no weights and gets 0.
+__global__ void window_pool_kernel(const float* kv, const float* gate, const float* slot_bias,
+                                   int64_t N, int64_t S, int64_t d, float* out) {
   wait_for_prior_grid();
   const int64_t total = N * d;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
@@ -22,15 +29,16 @@ __global__ void window_pool_kernel(const float* kv, const float* gate, int64_t N
     const int64_t n = t / d, c = t % d;
     const float* g = gate + n * S * d + c;
     const float* x = kv + n * S * d + c;
+    const float* bias = slot_bias ? slot_bias + c : nullptr;
     float mx = neg_inf();
-    for (int64_t s = 0; s < S; ++s) mx = fmaxf(mx, g[s * d]);
+    for (int64_t s = 0; s < S; ++s) mx = fmaxf(mx, slot_gate(g, bias, s, d));
     if (mx == neg_inf()) {
       out[t] = 0.f;
       continue;
     }
     float den = 0.f, o = 0.f;
     for (int64_t s = 0; s < S; ++s) {
-      const float w = expf(g[s * d] - mx);
+      const float w = expf(slot_gate(g, bias, s, d) - mx);
       den += w;
       o += w * x[s * d];
     }
@@ -325,13 +333,13 @@ __global__ void __launch_bounds__(kTopkThreads)
 
 }  // namespace
 
-cudaError_t launch_window_pool(const float* kv, const float* gate, int64_t N, int64_t S, int64_t d,
-                               float* out, cudaStream_t stream) {
+cudaError_t launch_window_pool(const float* kv, const float* gate, const float* slot_bias,
+                               int64_t N, int64_t S, int64_t d, float* out, cudaStream_t stream) {
   const int64_t total = N * d;
   if (total <= 0) return cudaSuccess;
   const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
   return launch_kernel(window_pool_kernel, blocks_for(capped, kThreads), kThreads, 0, stream, kv,
-                       gate, N, S, d, out);
+                       gate, slot_bias, N, S, d, out);
 }
 
 cudaError_t launch_dedup_idx(const AttnRow* rows, int64_t M, int64_t Kmax, int64_t Emax,

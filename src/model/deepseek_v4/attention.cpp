@@ -74,11 +74,11 @@ LayerRows project_layer_rows(Backend& b, const ModelConfig& c, const AttentionWe
   // xp: wq_a, wkv, then the compressor's blocks, then the indexer's (attention_x_members).
   const std::span<const Tensor> blocks(xp);
   const size_t nc = csa ? 4 : 2;
-  r.comp = compressor_rows(b, w.compressor, csa, blocks.subspan(2, nc), rate.slots);
+  r.comp = compressor_rows(csa, blocks.subspan(2, nc));
   if (!csa) return r;
   const int64_t T = qr.dim(0);
   const int nh = c.index_n_heads, di = c.index_head_dim;
-  r.indexer = compressor_rows(b, w.indexer.compressor, true, blocks.subspan(2 + nc, 4), rate.slots);
+  r.indexer = compressor_rows(true, blocks.subspan(2 + nc, 4));
   r.index_q = b.empty({T, nh, di});
   b.matmul(qr, w.indexer.wq_b, r.index_q.view().reshape({T, nh * di}));
   b.rope(r.index_q, in.positions_dev, inv_freq, false);

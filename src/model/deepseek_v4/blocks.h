@@ -28,11 +28,10 @@ struct StepInputs {
   Tensor ids;                      // I32 [T] on the device
   Tensor positions_dev;            // I32 [T] on the device
   // Per compress rate m of the model's compressed layers, uploaded once per step rather than
-  // once per layer: each row's slot in its window (position % m) and how many compressed entries
-  // it may see ((position + 1) / m).
+  // once per layer: how many compressed entries each row may see ((position + 1) / m).
   struct RateRows {
     int m = 0;
-    Tensor slots, visible;  // I32 [T]
+    Tensor visible;  // I32 [T]
   };
   std::vector<RateRows> rates;
   const RateRows& rate(int m) const;
@@ -74,14 +73,13 @@ Tensor attention_block(Backend& backend, const ModelConfig& config, const ModelW
                        int layer, const TensorView& x, const StepInputs& in);
 
 // A compressor's projections of every row of the step (all segments at once): per series the
-// key/value rows and the gate rows with the slot bias added (slot = position % m); series b only
-// for CSA (two overlapping series). proj: the layer's fused projection blocks of this
-// compressor, kv_a, gate_a[, kv_b, gate_b] (their gates get the bias in place).
+// key/value rows and the gate rows (their slot's position bias is added as windows pool:
+// CompressorWeights::slot_bias); series b only for CSA (two overlapping series). proj: the
+// layer's fused projection blocks of this compressor, kv_a, gate_a[, kv_b, gate_b].
 struct CompressorRows {
   Tensor kv_a, gate_a, kv_b, gate_b;  // [T, d]
 };
-CompressorRows compressor_rows(Backend& backend, const CompressorWeights& w, bool csa,
-                               std::span<const Tensor> proj, const TensorView& slot_ids);
+CompressorRows compressor_rows(bool csa, std::span<const Tensor> proj);
 
 // Feeds one segment's rows [r0, r0 + S) of `rows` into a window compressor's state: closed
 // windows become entries in state.entries, the rest waits in the pending buffers. d = entry

@@ -7,11 +7,6 @@ namespace deepinfer::deepseek_v4 {
 
 namespace {
 
-// The position bias of each row's slot in its window, added to a series' gate rows.
-void add_slot_bias(Backend& b, const TensorView& ape, const TensorView& slot_ids, Tensor& gate) {
-  b.embedding_add(slot_ids, ape, gate, gate);
-}
-
 // pending rows followed by the new rows: [pending + S, d].
 Tensor join(Backend& b, const Tensor& pending_rows, int pending, const TensorView& fresh,
             int64_t d) {
@@ -30,16 +25,13 @@ Tensor constant_rows(Backend& b, int64_t rows, int64_t d, float value) {
 
 }  // namespace
 
-CompressorRows compressor_rows(Backend& b, const CompressorWeights& w, bool csa,
-                               std::span<const Tensor> proj, const TensorView& slot_ids) {
+CompressorRows compressor_rows(bool csa, std::span<const Tensor> proj) {
   CompressorRows r;
   r.kv_a = proj[0];
   r.gate_a = proj[1];
-  add_slot_bias(b, w.ape_a, slot_ids, r.gate_a);
   if (csa) {
     r.kv_b = proj[2];
     r.gate_b = proj[3];
-    add_slot_bias(b, w.ape_b, slot_ids, r.gate_b);
   }
   return r;
 }
@@ -61,7 +53,7 @@ void pool_windows(Backend& b, const CompressorWeights& w, int m, int d, bool csa
       // HCA: each window's m slots are consecutive rows already.
       const TensorView kv3 = kv_a.slice_rows(0, n_win * m).reshape({n_win, m, d});
       const TensorView g3 = gate_a.slice_rows(0, n_win * m).reshape({n_win, m, d});
-      b.window_pool(kv3, g3, pooled);
+      b.window_pool(kv3, g3, w.slot_bias, pooled);
     } else {
       // CSA: entry w pools 2m slots: series a of window w-1 (the carried window for w = 0,
       // nothing before the first window) and series b of window w. Assembled by one batch of
@@ -90,7 +82,7 @@ void pool_windows(Backend& b, const CompressorWeights& w, int m, int d, bool csa
         copies.add(gate_b.slice_rows(win * m, (win + 1) * m), g_rows.slice_rows(o + m, o + 2 * m));
       }
       copies.flush(b);
-      b.window_pool(kv3, g3, pooled);
+      b.window_pool(kv3, g3, w.slot_bias, pooled);
       b.copy(kv_a.slice_rows((n_win - 1) * m, n_win * m), st.prev_kv_a);
       b.copy(gate_a.slice_rows((n_win - 1) * m, n_win * m), st.prev_gate_a);
       st.has_prev = true;
@@ -173,7 +165,7 @@ void compressor_close_full_windows(Backend& b, const CompressorWeights& w, int m
   }
   gather.flush(b);
   Tensor pooled = b.empty({n, d}), entries = b.empty({n, d});
-  b.window_pool(kv3, g3, pooled);
+  b.window_pool(kv3, g3, w.slot_bias, pooled);
   b.rms_norm(pooled, w.norm, norm_eps, entries);
   std::vector<int32_t> pos(n);
   for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(full[i]->entries.rows() * m);

@@ -122,12 +122,9 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
     const int m = c.compress_rate(l);
     if (std::any_of(in.rates.begin(), in.rates.end(), [m](const auto& r) { return r.m == m; }))
       continue;
-    std::vector<int32_t> slots(T), visible(T);
-    for (int64_t t = 0; t < T; ++t) {
-      slots[t] = in.positions[t] % m;
-      visible[t] = (in.positions[t] + 1) / m;
-    }
-    in.rates.push_back({m, upload_i32(b, slots), upload_i32(b, visible)});
+    std::vector<int32_t> visible(T);
+    for (int64_t t = 0; t < T; ++t) visible[t] = (in.positions[t] + 1) / m;
+    in.rates.push_back({m, upload_i32(b, visible)});
   }
 
   // The embedding is copied into hc_mult residual streams: X [T, hc, D].

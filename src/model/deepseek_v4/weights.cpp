@@ -58,12 +58,14 @@ Tensor host_rows(const Tensor& t, int64_t r0, int64_t n) {
   return out;
 }
 
-// Columns [c0, c0 + n) of a host [R, C] tensor, as a new contiguous host tensor.
-Tensor host_columns(const Tensor& t, int64_t c0, int64_t n) {
-  Tensor out = Tensor::empty({t.dim(0), n});
-  for (int64_t r = 0; r < t.dim(0); ++r)
-    std::memcpy(out.data_as<float>() + r * n, t.data_as<float>() + r * t.dim(1) + c0,
-                n * sizeof(float));
+// [m, 2d] (two series side by side) -> [2m, d]: series a's rows, then series b's.
+Tensor host_series_rows(const Tensor& t, int64_t d) {
+  const int64_t m = t.dim(0);
+  Tensor out = Tensor::empty({2 * m, d});
+  for (int64_t half = 0; half < 2; ++half)
+    for (int64_t r = 0; r < m; ++r)
+      std::memcpy(out.data_as<float>() + (half * m + r) * d,
+                  t.data_as<float>() + r * 2 * d + half * d, d * sizeof(float));
   return out;
 }
 
@@ -141,11 +143,10 @@ CompressorWeights load_compressor(Loader& ld, const std::string& prefix, int D, 
   Tensor ape = ld.source().param(prefix + ".ape", {m, width});
   c.wkv_a = wkv.at(0);
   c.wgate_a = wgate.at(0);
-  c.ape_a = place(ld.backend(), two_series ? host_columns(ape, 0, d) : ape);
+  c.slot_bias = place(ld.backend(), two_series ? host_series_rows(ape, d) : ape);
   if (two_series) {
     c.wkv_b = wkv.at(1);
     c.wgate_b = wgate.at(1);
-    c.ape_b = place(ld.backend(), host_columns(ape, d, d));
   }
   c.norm = ld.f32(prefix + ".norm.weight", {d});
   return c;

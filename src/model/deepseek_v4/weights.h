@@ -17,8 +17,10 @@ namespace deepinfer::deepseek_v4 {
 struct CompressorWeights {
   Tensor wkv_a, wkv_b;      // [d, D]: series a (CSA's Ca, HCA's only series), series b (CSA's Cb)
   Tensor wgate_a, wgate_b;  // [d, D]
-  Tensor ape_a, ape_b;      // [m, d] position bias per slot
-  Tensor norm;              // [d]
+  // Position bias per slot of a pooled window, [S, d]: HCA's m slots; CSA's 2m (series a's m
+  // slots of the previous window, then series b's of this one: the checkpoint's [m, 2d] as rows).
+  Tensor slot_bias;
+  Tensor norm;  // [d]
 };
 
 struct IndexerWeights {
