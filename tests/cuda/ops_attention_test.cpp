@@ -520,17 +520,14 @@ TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {
 // indexer_scores_batch on the GPU (one launch for many sequences' decode rows, each against its
 // own keys) matches the CPU's, -inf padding included; V4-Flash indexer shapes (64 heads x 128).
 // Decode and chunk rows, each segment its own keys (some empty, a visible count short of E,
-// segments of several rows sharing keys), on the wgmma kernel where the device has it (all
-// segments in one launch, and one launch each) and on the fp32 kernel, against the CPU.
+// segments of several rows sharing keys), on the wgmma kernel where the device has it (its
+// blocks split the keys as they stage them) and on the fp32 kernel, against the CPU.
 TEST_F(Attn, IndexerScoresBatchMatchesCpu) {
   SEED_TRACE();
   for (auto [nh, d] : std::vector<std::array<int64_t, 2>>{{64, 128}, {37, 64}})
-    for (int setting = 0; setting < 3; ++setting) {
-      // wgmma (halves of every segment in one launch, then one launch per segment); fp32
-      const bool wgmma = setting < 2;
+    for (const bool wgmma : {true, false}) {
       if (set_cuda_wgmma(*gpu, wgmma) != wgmma) continue;
-      set_cuda_indexer_halves_cap(*gpu, setting == 1 ? 1 : int64_t{256} << 20);
-      SCOPED_TRACE(testing::Message() << "nh " << nh << " d " << d << " setting " << setting);
+      SCOPED_TRACE(testing::Message() << "nh " << nh << " d " << d << " wgmma " << wgmma);
       Rng rng;
       const int64_t M = 15, N = 1100;
       const Tensor q = rand_host(rng, {M, nh, d}), w = rand_host(rng, {M, nh});
@@ -571,7 +568,31 @@ TEST_F(Attn, IndexerScoresBatchMatchesCpu) {
       EXPECT_GT(finite, N);
     }
   set_cuda_wgmma(*gpu, true);
-  set_cuda_indexer_halves_cap(*gpu, int64_t{256} << 20);
+}
+
+// A decode row's scores (indexer_scores_batch: its block splits the keys as it stages them) are
+// bitwise the row's scores in a prefill call over the same keys (indexer_scores: the keys split
+// by a pass before): the indexer's picks do not depend on how a row was batched.
+TEST_F(Attn, IndexerDecodeRowsAreThePrefillCallsRows) {
+  SEED_TRACE();
+  if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
+  for (auto [nh, d, E] : std::vector<std::array<int64_t, 3>>{{64, 128, 1100}, {37, 64, 300}}) {
+    SCOPED_TRACE(testing::Message() << "nh " << nh << " d " << d << " E " << E);
+    Rng rng;
+    const int64_t M = 9;
+    const Tensor q = to_dev(*gpu, rand_host(rng, {M, nh, d})),
+                 w = to_dev(*gpu, rand_host(rng, {M, nh}));
+    const Tensor k = to_dev(*gpu, rand_host(rng, {E, d}));
+    std::vector<int32_t> v(M);
+    for (int64_t m = 0; m < M; ++m) v[m] = static_cast<int32_t>(m == 0 ? E : rng.integer(0, E));
+    const Tensor vis = to_dev(*gpu, i32_host(v, {M}));
+    Tensor prefill = dev_poisoned(*gpu, {M, E}), decode = dev_poisoned(*gpu, {M, E});
+    gpu->indexer_scores(q, k, w, 0.3f, vis, prefill);
+    std::vector<Backend::IndexerSegment> segs;
+    for (int64_t m = 0; m < M; ++m) segs.push_back({m, 1, k.view()});
+    gpu->indexer_scores_batch(q, segs, w, 0.3f, vis, decode);
+    EXPECT_TRUE(same_bytes(*gpu, prefill, decode));
+  }
 }
 
 TEST_F(Attn, IndexerScoresMatchCpu) {

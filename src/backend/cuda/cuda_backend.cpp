@@ -566,10 +566,6 @@ int64_t cuda_fused_hc_pre_norm_calls(const Backend& backend) {
   return cuda ? cuda->fused_hc_pre_norm_calls() : 0;
 }
 
-void set_cuda_indexer_halves_cap(Backend& backend, int64_t bytes) {
-  if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) cuda->set_indexer_halves_cap(bytes);
-}
-
 bool set_cuda_wgmma(Backend& backend, bool on) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
   if (!cuda) return false;

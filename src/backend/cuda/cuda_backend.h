@@ -37,9 +37,6 @@ void set_cuda_graph_capacity(Backend& backend, size_t graphs);
 // DEEPINFER_CUDA_WGMMA sets the default; returns whether wgmma is now in use (never on a device
 // without it). For tests and benchmarks.
 bool set_cuda_wgmma(Backend& backend, bool on);
-// How many bytes of fp16 key halves one launch of the wgmma indexer_scores_batch splits at
-// most (256 MiB by default; more sequences' keys go in further launches). For tests.
-void set_cuda_indexer_halves_cap(Backend& backend, int64_t bytes);
 // How many attention calls so far ran on the Hopper wgmma kernel (0 off CUDA). For tests.
 int64_t cuda_wgmma_attention_calls(const Backend& backend);
 // How many hc_pre_norm calls so far ran as one fused kernel (0 off CUDA). For tests.

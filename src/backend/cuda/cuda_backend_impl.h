@@ -211,7 +211,6 @@ class CudaBackend final : public Backend {
   void set_wgmma(bool on) { wgmma_ = on && wgmma_device_; }
   bool wgmma() const { return wgmma_; }
   // The most bytes of fp16 key halves one wgmma indexer_scores_batch launch splits (for tests).
-  void set_indexer_halves_cap(int64_t bytes) { indexer_halves_cap_ = bytes; }
   // Attention calls the wgmma kernel took (run_attention), for tests.
   int64_t wgmma_attention_calls() const { return wgmma_attention_calls_; }
   // hc_pre_norm calls the one-launch kernel took, for tests.
@@ -277,7 +276,7 @@ class CudaBackend final : public Backend {
   // region (unless the guard is disabled).
   void host_sync_point(const char* what) const;
   // The two moe_experts strategies (cuda_moe.cpp).
-  // indexer_scores_batch on the wgmma kernel, segments grouped by indexer_halves_cap_.
+  // indexer_scores_batch on the wgmma kernel (one launch; each block splits its row's keys).
   void indexer_rows_on_wgmma(const TensorView& q, std::span<const IndexerSegment> segments,
                              const TensorView& w, float scale, const TensorView& visible,
                              const TensorView& scores);
@@ -296,7 +295,6 @@ class CudaBackend final : public Backend {
   bool graphs_enabled_ = true;
   bool side_stream_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
-  int64_t indexer_halves_cap_ = int64_t{256} << 20;
   int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0,
           fused_q_norm_attention_calls_ = 0;
   int64_t graph_key_ = 0;

@@ -480,7 +480,7 @@ void CudaBackend::indexer_scores_batch(const TensorView& q,
   for (const IndexerSegment& seg : segments)
     for (int64_t r = 0; r < seg.count; ++r)
       rows.push_back({given(seg.k) ? seg.k.data_as<float>() : nullptr, seg.row0 + r,
-                      given(seg.k) ? seg.k.dim(0) : 0, nullptr});
+                      given(seg.k) ? seg.k.dim(0) : 0});
   const std::shared_ptr<void> rows_dev =
       upload_scratch(rows.data(), rows.size() * sizeof(IndexerRow));
   check(
@@ -496,55 +496,19 @@ void CudaBackend::indexer_rows_on_wgmma(const TensorView& q,
                                         const TensorView& scores) {
   const char* op = "indexer_scores_batch";
   const int64_t M = q.dim(0), nh = q.dim(1), d = q.dim(2), N = scores.dim(1);
-  // Segments go in groups whose keys' halves fit indexer_halves_cap_ (64k-token sequences of a
-  // 128-row batch have 1 GiB of them); a larger segment is a group of its own.
   std::vector<IndexerRow> rows;
-  std::vector<IndexerKeys> keys;
-  std::vector<int64_t> row_at, key_at;  // offsets of their halves in the group's scratch
-  int64_t group_halves = 0, max_keys = 0, row0 = 0;
-  auto flush = [&] {
-    if (rows.empty()) return;
-    const std::shared_ptr<void> halves =
-        scratch(static_cast<size_t>(std::max<int64_t>(group_halves, 1)) * 2);
-    auto* base = static_cast<uint16_t*>(halves.get());
-    for (size_t i = 0; i < rows.size(); ++i)
-      if (rows[i].E > 0) rows[i].halves = base + row_at[i];
-    for (size_t i = 0; i < keys.size(); ++i) keys[i].halves = base + key_at[i];
-    const std::shared_ptr<void> rows_dev =
-        upload_scratch(rows.data(), rows.size() * sizeof(IndexerRow));
-    const std::shared_ptr<void> keys_dev =
-        keys.empty() ? nullptr : upload_scratch(keys.data(), keys.size() * sizeof(IndexerKeys));
-    const int64_t R = static_cast<int64_t>(rows.size());
-    check(launch_indexer_rows_wgmma(
-              q.data_as<float>(), M, nh, d, w.data_as<float>(), visible.data_as<int32_t>(),
-              static_cast<const IndexerKeys*>(keys_dev.get()), static_cast<int64_t>(keys.size()),
-              max_keys, static_cast<const IndexerRow*>(rows_dev.get()), R, N, scale,
-              scores.data_as<float>() + row0 * N, ctx_->num_sms(), ctx_->error_word(),
-              ctx_->stream()),
-          op);
-    row0 += R;
-    rows.clear();
-    keys.clear();
-    row_at.clear();
-    key_at.clear();
-    group_halves = max_keys = 0;
-  };
   for (const IndexerSegment& seg : segments) {
     const int64_t E = given(seg.k) ? seg.k.dim(0) : 0;
-    if (group_halves > 0 && (group_halves + 2 * E * d) * 2 > indexer_halves_cap_) flush();
     const float* k = E > 0 ? seg.k.data_as<float>() : nullptr;
-    if (E > 0) {
-      keys.push_back({k, nullptr, E});
-      key_at.push_back(group_halves);
-    }
-    for (int64_t r = 0; r < seg.count; ++r) {
-      rows.push_back({k, seg.row0 + r, E, nullptr});
-      row_at.push_back(group_halves);
-    }
-    group_halves += 2 * E * d;
-    max_keys = std::max(max_keys, E);
+    for (int64_t r = 0; r < seg.count; ++r) rows.push_back({k, seg.row0 + r, E});
   }
-  flush();
+  const std::shared_ptr<void> rows_dev =
+      upload_scratch(rows.data(), rows.size() * sizeof(IndexerRow));
+  check(launch_indexer_rows_wgmma(
+            q.data_as<float>(), M, nh, d, w.data_as<float>(), visible.data_as<int32_t>(),
+            static_cast<const IndexerRow*>(rows_dev.get()), static_cast<int64_t>(rows.size()), N,
+            scale, scores.data_as<float>(), ctx_->num_sms(), ctx_->error_word(), ctx_->stream()),
+        op);
 }
 
 void CudaBackend::topk(const TensorView& scores, int k, const TensorView& idx) {

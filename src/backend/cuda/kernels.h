@@ -213,13 +213,6 @@ struct IndexerRow {
   const float* k;  // [E, d], or null when E == 0
   int64_t q_row;   // its row of q, w and visible
   int64_t E;
-  const uint16_t* halves;  // launch_indexer_rows_wgmma: the keys' fp16 hi [E, d], then lo
-};
-// One sequence's keys for launch_indexer_rows_wgmma's split: k [E, d] -> halves [2, E, d].
-struct IndexerKeys {
-  const float* k;
-  uint16_t* halves;
-  int64_t E;
 };
 // scores[r, e] = scale * sum_h w[t, h] * relu(q[t, h] . k_r[e]) for e < min(visible[t], E_r), else
 // -inf (t = rows[r].q_row), for R rows of N columns; fp32 FMAs, one block per (row, 32 entries).
@@ -238,12 +231,11 @@ cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int6
                                  int64_t E, const float* w, float scale, const int32_t* visible,
                                  uint16_t* k_halves, float* scores, int sms, int32_t* err,
                                  cudaStream_t stream);
-// indexer_scores_batch on wgmma: splits each of the nkeys sequences' keys (at most max_keys
-// rows each, 16-byte aligned) into its halves, then scores rows as launch_indexer_rows does, up
-// to fp32 rounding (the wgmma kernel's arithmetic, one row per block).
+// indexer_scores_batch on wgmma: scores rows as launch_indexer_rows does, up to fp32 rounding
+// (the wgmma kernel's arithmetic, one row per block, each splitting its rows' keys, 16-byte
+// aligned, to fp16 halves as it stages them: the halves launch_indexer_wgmma's split makes).
 cudaError_t launch_indexer_rows_wgmma(const float* q, int64_t M, int64_t nh, int64_t d,
                                       const float* w, const int32_t* visible,
-                                      const IndexerKeys* keys, int64_t nkeys, int64_t max_keys,
                                       const IndexerRow* rows, int64_t R, int64_t N, float scale,
                                       float* scores, int sms, int32_t* err, cudaStream_t stream);
 inline constexpr int kMaxTopk = 8192;

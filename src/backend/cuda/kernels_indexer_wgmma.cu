@@ -6,7 +6,8 @@
 // A block's two warpgroups take two queries and share each key tile (cp.async, double-buffered)
 // over a range of entry tiles; tiles past both queries' visible entries are skipped. Decode rows
 // (indexer_scores_batch: each row its own sequence's keys) run one warpgroup per block, one row
-// and a range of its entry tiles.
+// and a range of its entry tiles, splitting the fp32 keys themselves as they stage them (no one
+// else reads a row's keys, so a separate split pass would only add a launch and a round trip).
 // Precision: q and k are split into fp16 hi + lo (half_split.cuh) and each product takes three
 // MMAs, as in the attention kernel: the top-k after this is a discrete choice, and one fp16
 // operand (10 bits) flips near ties. The head sum's order differs from the CPU's (fp32 either way).
@@ -37,7 +38,7 @@ constexpr int kMaxTilesPerBlock = 16;
 
 struct IndexerArgs {
   const float* q;          // [M, nh, d]
-  const uint16_t* k_hi;    // fp16 [E, d]
+  const uint16_t* k_hi;    // fp16 [E, d] (not per-row mode)
   const uint16_t* k_lo;    // fp16 [E, d]
   const float* w;          // [M, nh]
   const int32_t* visible;  // [M]
@@ -46,7 +47,7 @@ struct IndexerArgs {
   float scale;
   float* scores;  // [M, E]; per-row mode: [R, E] (E = N, the widest row)
   int32_t* err;
-  const IndexerRow* rows = nullptr;  // per-row mode: blockIdx.x's row, its keys' halves
+  const IndexerRow* rows = nullptr;  // per-row mode: blockIdx.x's row and its fp32 keys
 };
 
 // k's n4 float4 as fp16 halves, hi and lo in two arrays (grid-stride over blockIdx.x).
@@ -64,15 +65,10 @@ __global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint
   keys_hi_lo(k, n4, hi, lo);
 }
 
-// The same for the rows of many sequences: blockIdx.y takes keys[blockIdx.y].
-__global__ void keys_hi_lo_batch_kernel(const IndexerKeys* keys, int64_t d) {
-  wait_for_prior_grid();
-  const IndexerKeys kk = keys[blockIdx.y];
-  keys_hi_lo(kk.k, kk.E * d / 4, kk.halves, kk.halves + kk.E * d);
-}
-
 // Grid: (query pair, entry range): consecutive blocks share the range's key tiles in L2.
-// kPerRow: (row, entry range) with one warpgroup, the row's query and keys from g.rows.
+// kPerRow: (row, entry range) with one warpgroup, the row's query and fp32 keys from g.rows: each
+// tile lands raw in the second stage's buffer and is split into the first's, where the MMAs read
+// it, while the next raw tile loads.
 template <int KD, bool kPerRow>
 __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_kernel(IndexerArgs g) {
   wait_for_prior_grid();
@@ -90,13 +86,13 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
   // output rows.
   int64_t q_a = int64_t{blockIdx.x} * 2, q_b = q_a + 1, E = g.E;
   const uint16_t *k_hi = g.k_hi, *k_lo = g.k_lo;
+  const float* k_raw = nullptr;
   if constexpr (kPerRow) {
     const IndexerRow& row = g.rows[blockIdx.x];
     q_a = row.q_row;
     q_b = g.M;
     E = row.E;
-    k_hi = row.halves;
-    k_lo = row.halves + E * g.d;
+    k_raw = row.k;
   }
   const int64_t q = wg ? q_b : q_a;
   const int64_t e_begin = int64_t{blockIdx.y} * g.tiles_per_block * kTileE;
@@ -136,9 +132,40 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
     }
     cp_async_commit();
   };
+  // Per-row mode: tile t's fp32 rows (d floats each, zeros past E) into the raw buffer (the
+  // second stage's), then split into the first stage in load_tile's layout.
+  unsigned char* raw = ks + kKStageBytes;
+  auto load_raw = [&](int t) {
+    const int64_t e0 = e_begin + int64_t{t} * kTileE;
+    constexpr int kRowF4 = KD * 16, kF4 = kTileE * kRowF4;
+#pragma unroll
+    for (int u = 0; u < kF4 / NT; ++u) {
+      const int i = u * NT + tid, r = i / kRowF4, c = i % kRowF4;
+      const int64_t e = e0 + r;
+      cp_async16(raw + i * 16, k_raw + (e < E ? e : 0) * g.d + c * 4, e < E);
+    }
+    cp_async_commit();
+  };
+  auto split_raw = [&] {
+    constexpr int kRowChunks = KD * 8;
+#pragma unroll 4
+    for (int i = tid; i < kTileE * kRowChunks; i += NT) {
+      const int r = i / kRowChunks, c = i % kRowChunks, kd = c / 8, lc = c % 8;
+      const float4* src = reinterpret_cast<const float4*>(raw) + 2 * i;
+      const float4 a = src[0], b = src[1];
+      const float xa[4] = {a.x, a.y, a.z, a.w}, xb[4] = {b.x, b.y, b.z, b.w};
+      unsigned char* hi = ks + kd * kKSub + r * 128 + ((lc ^ (r & 7)) * 16);
+      unsigned char* lo = hi + kMaxKd * kKSub;
+      store_hi_lo(hi, lo, xa);
+      store_hi_lo(hi + 8, lo + 8, xb);
+    }
+  };
 
   if (live > 0) {
-    load_tile(0);
+    if constexpr (kPerRow)
+      load_raw(0);
+    else
+      load_tile(0);
     // This warpgroup's query as fp16 hi / lo in the swizzled K-major layout (zero rows for
     // padded heads or a missing query); all loads issue before the stores.
     constexpr int kF4 = kHeads * KD * 16, kPer = kF4 / 128;
@@ -171,10 +198,19 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
   float s[64];
   for (int t = 0; t < live; ++t) {
     cp_async_wait_all();
-    fence_proxy_async_smem();  // the cp.async tiles and (t == 0) the query's st.shared
+    if constexpr (kPerRow) {
+      __syncthreads();  // the raw tile landed; tile t - 1's MMAs are done with the first stage
+      split_raw();
+    }
+    fence_proxy_async_smem();  // the cp.async tiles, the split keys and (t == 0) the query
     __syncthreads();           // everyone's parts landed; tile t - 1's MMAs are done
-    if (t + 1 < live) load_tile(t + 1);
-    const uint32_t st = sbase + kQueries * kQBytes + (t & 1) * kKStageBytes;
+    if (t + 1 < live) {
+      if constexpr (kPerRow)
+        load_raw(t + 1);
+      else
+        load_tile(t + 1);
+    }
+    const uint32_t st = sbase + kQueries * kQBytes + (kPerRow ? 0 : (t & 1) * kKStageBytes);
     wgmma_fence();
 #pragma unroll
     for (int kd = 0; kd < KD; ++kd)
@@ -302,17 +338,10 @@ cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int6
 
 cudaError_t launch_indexer_rows_wgmma(const float* q, int64_t M, int64_t nh, int64_t d,
                                       const float* w, const int32_t* visible,
-                                      const IndexerKeys* keys, int64_t nkeys, int64_t max_keys,
                                       const IndexerRow* rows, int64_t R, int64_t N, float scale,
                                       float* scores, int sms, int32_t* err, cudaStream_t stream) {
   if (R <= 0 || N <= 0) return cudaSuccess;
-  if (!indexer_wgmma_supported(nh, d) || nkeys > 65535) return cudaErrorInvalidValue;
-  if (nkeys > 0 && max_keys > 0) {
-    const dim3 grid(blocks_for(std::min<int64_t>(max_keys * d / 4, 1 << 16), 256),
-                    static_cast<unsigned>(nkeys));
-    const cudaError_t split = launch_kernel(keys_hi_lo_batch_kernel, grid, 256, 0, stream, keys, d);
-    if (split != cudaSuccess) return split;
-  }
+  if (!indexer_wgmma_supported(nh, d)) return cudaErrorInvalidValue;
   // About two blocks per SM (one fits).
   const int64_t tiles = (N + kTileE - 1) / kTileE;
   const int64_t tpb = tiles_per_block(R, tiles, 2, sms);
