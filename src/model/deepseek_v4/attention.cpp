@@ -54,7 +54,7 @@ TensorView window_keys(Backend& b, CopyBatch& copies, const TensorView& kv, int6
 
 // What a compressed layer computes for every row of the step at once (one GEMM each rather than
 // one per sequence): the compressor projections and, for CSA, the indexer's projections and
-// queries (RoPE applied).
+// queries (RoPE applied here to index_q_raw, their projection).
 struct LayerRows {
   TensorView visible;  // I32 [T]: compressed entries row t may see, (position + 1) / m
   CompressorRows comp;
@@ -63,8 +63,8 @@ struct LayerRows {
   Tensor index_w;  // [T, nh]
 };
 
-LayerRows project_layer_rows(Backend& b, const ModelConfig& c, const AttentionWeights& w, int layer,
-                             const std::vector<Tensor>& xp, const TensorView& qr,
+LayerRows project_layer_rows(Backend& b, const ModelConfig& c, int layer,
+                             const std::vector<Tensor>& xp, Tensor index_q_raw,
                              const StepInputs& in, const TensorView& inv_freq) {
   LayerRows r;
   const int m = c.compress_rate(layer);
@@ -76,11 +76,8 @@ LayerRows project_layer_rows(Backend& b, const ModelConfig& c, const AttentionWe
   const size_t nc = csa ? 4 : 2;
   r.comp = compressor_rows(csa, blocks.subspan(2, nc));
   if (!csa) return r;
-  const int64_t T = qr.dim(0);
-  const int nh = c.index_n_heads, di = c.index_head_dim;
   r.indexer = compressor_rows(true, blocks.subspan(2 + nc, 4));
-  r.index_q = b.empty({T, nh, di});
-  b.matmul(qr, w.indexer.wq_b, r.index_q.view().reshape({T, nh * di}));
+  r.index_q = std::move(index_q_raw);
   b.rope(r.index_q, in.positions_dev, inv_freq, false);
   r.index_w = xp[2 + nc + 4];
   return r;
@@ -281,6 +278,14 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   std::vector<SegmentWork> work(in.segments.size());
   std::vector<Backend::AttentionSegment> keys;
   Tensor decode_idx;  // the decode rows' comp_idx (keys views it) until the attention is queued
+  // CSA: the indexer's queries first, alone: the key chain that needs them is the layer's
+  // critical path, and their short weight stream beside wq_b's took as long as wq_b itself.
+  Tensor index_q;
+  if (c.layer_types[layer] == AttnType::kCSA) {
+    index_q = b.empty({T, c.index_n_heads, c.index_head_dim});
+    b.matmul(qr, w.indexer.wq_b,
+             index_q.view().reshape({T, int64_t{c.index_n_heads} * c.index_head_dim}));
+  }
   {
     // The keys (the shared K=V head, the compressors, the indexer's selection) on the side
     // branch: a chain of short kernels that needs none of the queries' wq_b product, so it runs
@@ -290,7 +295,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
     b.rms_norm_rope(kv_raw.view().reshape({T, 1, hd}), w.kv_norm, eps, in.positions_dev, inv_freq,
                     kv.view().reshape({T, 1, hd}));
     if (w.has_compressor)
-      rows = project_layer_rows(b, c, w, layer, xp, qr, in, weights.inv_freq_compress);
+      rows = project_layer_rows(b, c, layer, xp, std::move(index_q), in, weights.inv_freq_compress);
     // Two passes over the segments so that their ring and pending-buffer writes go out as one
     // batch of copies, then one attention call for all of them.
     CopyBatch copies;
