@@ -113,14 +113,6 @@ class Backend {
   // out[m] = table[ids[m]]; ids I32 [M], table [V, D], out [M, D]. Ids are range-checked.
   virtual void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) = 0;
   virtual void add(const TensorView& a, const TensorView& b, const TensorView& out) = 0;
-  // out[m] = x[m] + table[ids[m]] (x, out [M, D]; out may be x): embedding, then add(x, rows),
-  // in one pass where a backend fuses them (the same values).
-  virtual void embedding_add(const TensorView& ids, const TensorView& table, const TensorView& x,
-                             const TensorView& out) {
-    Tensor rows = x.ndim() == 2 ? empty({x.dim(0), x.dim(1)}) : empty({0, 0});
-    embedding(ids, table, rows);
-    add(x, rows, out);
-  }
 
   // ---- normalisation and position -------------------------------------------------------------
   // Rows of length D = x.dim(-1): out = x * rsqrt(mean(x^2) + eps) [* weight[D] if non-empty].

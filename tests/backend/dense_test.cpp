@@ -93,28 +93,6 @@ TEST_F(Dense, EmbeddingGathersRowsAndChecksIds) {
   EXPECT_THROW(be->embedding(int_tensor({-1}, {1}), table, poisoned({1, D})), Error);
 }
 
-// The default embedding_add (embedding, then add): x plus the ids' rows, in place too; bad ids
-// and shapes are refused.
-TEST_F(Dense, EmbeddingAddAddsTheRows) {
-  SEED_TRACE();
-  Rng rng;
-  const int64_t V = 50, D = 33, M = 9;
-  Tensor table = rand_tensor(rng, {V, D}), x = rand_tensor(rng, {M, D}), out = poisoned({M, D});
-  std::vector<int32_t> idv(M);
-  for (auto& i : idv) i = static_cast<int32_t>(rng.integer(0, V - 1));
-  const Tensor ids = int_tensor(idv, {M});
-  be->embedding_add(ids, table, x, out);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t d = 0; d < D; ++d)
-      ASSERT_EQ(out.data_as<float>()[m * D + d],
-                x.data_as<float>()[m * D + d] + table.data_as<float>()[idv[m] * D + d]);
-  be->embedding_add(ids, table, x, x);
-  EXPECT_EQ(0, std::memcmp(x.data_as<float>(), out.data_as<float>(), x.view().nbytes()));
-  EXPECT_THROW(be->embedding_add(int_tensor({int32_t(V)}, {1}), table, make({1, D}), make({1, D})),
-               Error);
-  EXPECT_THROW(be->embedding_add(ids, table, make({M, D + 1}), make({M, D})), Error);
-}
-
 TEST_F(Dense, AddIsElementwise) {
   SEED_TRACE();
   for (auto shape : std::vector<std::vector<int64_t>>{{3, 5, 7}, {200003}}) {

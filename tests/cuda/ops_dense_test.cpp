@@ -358,48 +358,6 @@ TEST_F(Ops, EmbeddingGathersBf16AndF32Rows) {
   EXPECT_NO_THROW(to_host(*gpu, out));
 }
 
-// embedding_add is bitwise embedding then add (fp32 and bf16 tables, in place and not), its
-// out-of-range ids are reported like embedding's, and a partly overlapping out is refused.
-TEST_F(Ops, EmbeddingAddIsEmbeddingThenAdd) {
-  SEED_TRACE();
-  Rng rng;
-  const int64_t V = 128, D = 520, M = 7;
-  std::vector<int32_t> id(M);
-  for (auto& v : id) v = static_cast<int32_t>(rng.integer(0, V - 1));
-  const Tensor ids = to_dev(*gpu, i32_host(id, {M}));
-  const Tensor x = rand_host(rng, {M, D}, -3.f, 3.f);
-  for (bool bf16 : {true, false}) {
-    const Tensor table = to_dev(*gpu, rand_host(rng, {V, D}), bf16);
-    const Tensor dx = to_dev(*gpu, x);
-    Tensor rows = dev_poisoned(*gpu, {M, D}), want = dev_poisoned(*gpu, {M, D});
-    gpu->embedding(ids, table, rows);
-    gpu->add(dx, rows, want);
-    Tensor got = dev_poisoned(*gpu, {M, D});
-    gpu->embedding_add(ids, table, dx, got);
-    EXPECT_TRUE(floats(to_host(*gpu, got)) == floats(to_host(*gpu, want))) << bf16;
-    Tensor inplace = to_dev(*gpu, x);
-    gpu->embedding_add(ids, table, inplace, inplace);
-    EXPECT_TRUE(floats(to_host(*gpu, inplace)) == floats(to_host(*gpu, want))) << "in place";
-    Tensor ref = host({M, D});
-    cpu->add(x, to_host(*gpu, rows), ref);
-    EXPECT_EQ(rel_err(to_host(*gpu, got), ref), 0.0) << bf16;
-  }
-  const Tensor table = to_dev(*gpu, rand_host(rng, {V, D}));
-  Tensor both = gpu->empty({M + 1, D});
-  EXPECT_THROW(gpu->embedding_add(ids, table, both.view().slice_rows(0, M),
-                                  both.view().slice_rows(1, M + 1)),
-               Error);
-  id[2] = static_cast<int32_t>(V);
-  Tensor out = gpu->empty({M, D});
-  gpu->embedding_add(to_dev(*gpu, i32_host(id, {M})), table, to_dev(*gpu, x), out);
-  try {
-    to_host(*gpu, out);
-    FAIL() << "out-of-range id not reported";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("embedding"), std::string::npos) << e.what();
-  }
-}
-
 TEST_F(Ops, AddAndSwigluMatchCpu) {
   SEED_TRACE();
   Rng rng;

@@ -135,8 +135,6 @@ class CudaBackend final : public Backend {
               bool accumulate = false) override;
   void grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) override;
   void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) override;
-  void embedding_add(const TensorView& ids, const TensorView& table, const TensorView& x,
-                     const TensorView& out) override;
   void add(const TensorView& a, const TensorView& b, const TensorView& out) override;
 
   void rms_norm(const TensorView& x, const TensorView& weight, float eps,
@@ -241,9 +239,6 @@ class CudaBackend final : public Backend {
   // Queues n host bytes to dst: through the pinned ring (returns at once), or, for more than
   // the ring holds, a pageable copy waited for (a host sync point).
   void upload_bytes(const void* host, void* dst, size_t n);
-  // embedding, and with x given embedding_add (`op` names which).
-  void run_embedding(const char* op, const TensorView& ids, const TensorView& table,
-                     const TensorView& x, const TensorView& out);
   // attention and attention_batch (one segment or many); with positions and inv_freq given,
   // attention_batch_derotated (out F32 or BF16).
   void run_attention(const char* op, const TensorView& q,

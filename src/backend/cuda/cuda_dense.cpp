@@ -156,28 +156,16 @@ void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const
 }
 
 void CudaBackend::embedding(const TensorView& ids, const TensorView& table, const TensorView& out) {
-  run_embedding("embedding", ids, table, TensorView(), out);
-}
-
-void CudaBackend::embedding_add(const TensorView& ids, const TensorView& table, const TensorView& x,
-                                const TensorView& out) {
-  run_embedding("embedding_add", ids, table, x, out);
-}
-
-void CudaBackend::run_embedding(const char* op, const TensorView& ids, const TensorView& table,
-                                const TensorView& x, const TensorView& out) {
+  const char* op = "embedding";
   OpScope s(*this, op);
   expect(op, "ids", ids, DType::kI32, {kAny});
-  // bf16 for the weight table; fp32 tables occur too (the head's row gather, position biases).
+  // bf16 for the weight table; fp32 tables occur too (the head's row gather).
   expect2(op, "table", table, DType::kBF16, DType::kF32, {kAny, kAny});
   const int64_t M = ids.dim(0), V = table.dim(0), D = table.dim(1);
-  if (given(x)) expect(op, "x", x, DType::kF32, {M, D});
   expect(op, "out", out, DType::kF32, {M, D});
-  if (given(x) && x.data() != out.data()) expect_no_alias(op, "out", out, "x", x);  // or in place
   DI_CHECK(M <= INT_MAX, ErrorCode::kUnsupported, "{}: {} ids exceed the grid", op, M);
   check(launch_embedding(ids.data_as<int32_t>(), M, table.data(), table.dtype() == DType::kBF16, V,
-                         D, given(x) ? x.data_as<float>() : nullptr, out.data_as<float>(),
-                         ctx_->error_word(), ctx_->stream()),
+                         D, out.data_as<float>(), ctx_->error_word(), ctx_->stream()),
         op);
 }
 

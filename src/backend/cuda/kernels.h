@@ -48,11 +48,9 @@ cudaError_t launch_copy_batch(const CopyDesc* descs, int64_t n, cudaStream_t str
 cudaError_t launch_copy_rows(const void* src, int64_t src_pitch, void* dst, int64_t M,
                              int64_t width, cudaStream_t stream);
 cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream);
-// out[m] = table[ids[m]] as fp32, plus x[m] where x is given (out may be x); table_bf16 selects
-// the table dtype. D columns.
+// out[m] = table[ids[m]] as fp32; table_bf16 selects the table dtype. D columns.
 cudaError_t launch_embedding(const int32_t* ids, int64_t M, const void* table, bool table_bf16,
-                             int64_t V, int64_t D, const float* x, float* out, int32_t* err,
-                             cudaStream_t stream);
+                             int64_t V, int64_t D, float* out, int32_t* err, cudaStream_t stream);
 cudaError_t launch_add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 // Rows of D: out = x * rsqrt(mean(x^2) + eps) [* weight]; out may equal x.
 cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t D,

@@ -45,7 +45,7 @@ __global__ void f32_to_bf16_x8_kernel(const float* in, uint16_t* out, int64_t n)
 
 // With `x`, out = x + the rows (add_kernel's sum; out may be x).
 __global__ void embedding_kernel(const int32_t* ids, const void* table, bool bf16, int64_t V,
-                                 int64_t D, const float* x, float* out, int32_t* err) {
+                                 int64_t D, float* out, int32_t* err) {
   wait_for_prior_grid();
   const int64_t m = blockIdx.x;
   const int32_t id = ids[m];
@@ -55,14 +55,12 @@ __global__ void embedding_kernel(const int32_t* ids, const void* table, bool bf1
     for (int64_t c = threadIdx.x; c < D; c += blockDim.x) o[c] = nan_f();
     return;
   }
-  const float* xr = x ? x + m * D : nullptr;
   if (bf16) {
     const uint16_t* t = static_cast<const uint16_t*>(table) + id * D;
-    for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
-      o[c] = xr ? xr[c] + bf16_bits_to_f32(t[c]) : bf16_bits_to_f32(t[c]);
+    for (int64_t c = threadIdx.x; c < D; c += blockDim.x) o[c] = bf16_bits_to_f32(t[c]);
   } else {
     const float* t = static_cast<const float*>(table) + id * D;
-    for (int64_t c = threadIdx.x; c < D; c += blockDim.x) o[c] = xr ? xr[c] + t[c] : t[c];
+    for (int64_t c = threadIdx.x; c < D; c += blockDim.x) o[c] = t[c];
   }
 }
 
@@ -200,11 +198,10 @@ cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaSt
 }
 
 cudaError_t launch_embedding(const int32_t* ids, int64_t M, const void* table, bool table_bf16,
-                             int64_t V, int64_t D, const float* x, float* out, int32_t* err,
-                             cudaStream_t stream) {
+                             int64_t V, int64_t D, float* out, int32_t* err, cudaStream_t stream) {
   if (M <= 0 || D <= 0) return cudaSuccess;
   return launch_kernel(embedding_kernel, static_cast<unsigned>(M), kThreads, 0, stream, ids, table,
-                       table_bf16, V, D, x, out, err);
+                       table_bf16, V, D, out, err);
 }
 
 cudaError_t launch_add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
