@@ -318,7 +318,7 @@ int main(int argc, char** argv) {
         if (!set_cuda_wgmma(*g, wgmma) && wgmma) continue;
         const double t = time_op(
             [&] {
-              g->moe_experts(x, idx, wts, {w1, w3, w2}, 10.f, out);
+              g->moe_experts(x, idx, wts, {w1, w3, w2}, 10.f, TensorView(), out);
             },
             M >= 4096 ? 3 : 20, M >= 4096 ? 3 : 7);
         const double active = static_cast<double>(std::count(used.begin(), used.end(), 1));

@@ -258,10 +258,20 @@ class Backend {
   // out = silu(min(gate, limit)) * clamp(up, -limit, limit), elementwise; all [M, I].
   virtual void swiglu(const TensorView& gate, const TensorView& up, float limit,
                       const TensorView& out) = 0;
+  // The token permutation moe_experts needs for idx (I32 [M, k]) over num_experts experts, made
+  // ahead of the call (on a side branch, beside other work): pass it to moe_experts with the same
+  // idx. The default, an empty tensor, leaves the planning to moe_experts.
+  virtual Tensor moe_plan(const TensorView& idx, int64_t num_experts) {
+    (void)idx;
+    (void)num_experts;
+    return Tensor();
+  }
   // out[m] += sum_j weights[m, j] * (swiglu(x[m] W1_e^T, x[m] W3_e^T) W2_e^T), e = idx[m, j].
-  // x [M, D], idx I32 / weights F32 [M, k], out [M, D] (accumulated into).
+  // x [M, D], idx I32 / weights F32 [M, k], out [M, D] (accumulated into). plan: moe_plan's of
+  // this idx and these experts, or empty (planned here).
   virtual void moe_experts(const TensorView& x, const TensorView& idx, const TensorView& weights,
-                           const ExpertWeights& experts, float limit, const TensorView& out) = 0;
+                           const ExpertWeights& experts, float limit, const TensorView& plan,
+                           const TensorView& out) = 0;
 };
 
 // Keeps a backend's sync-free region open for one scope.

@@ -178,7 +178,7 @@ TEST_F(Moe, ExpertsAccumulateWeightedOutputs) {
       std::vector<double> ref = to_double(out);
       Tensor out2 = make({c.M, c.D});
       std::memcpy(out2.data_as<float>(), out.data_as<float>(), out.view().nbytes());
-      be->moe_experts(x, idx_t, wts, ExpertWeights{w1, w3, w2}, limit, out);
+      be->moe_experts(x, idx_t, wts, ExpertWeights{w1, w3, w2}, limit, TensorView(), out);
 
       const float* xp = x.data_as<float>();
       for (int64_t m = 0; m < c.M; ++m)
@@ -202,7 +202,7 @@ TEST_F(Moe, ExpertsAccumulateWeightedOutputs) {
         }
       EXPECT_CLOSE(out, ref);
       // Same inputs, same bits: the scatter does not depend on thread timing.
-      be->moe_experts(x, idx_t, wts, ExpertWeights{w1, w3, w2}, limit, out2);
+      be->moe_experts(x, idx_t, wts, ExpertWeights{w1, w3, w2}, limit, TensorView(), out2);
       EXPECT_EQ(0, std::memcmp(out.data_as<float>(), out2.data_as<float>(), out.view().nbytes()));
     }
   }
@@ -211,12 +211,20 @@ TEST_F(Moe, ExpertsAccumulateWeightedOutputs) {
 TEST_F(Moe, ExpertsRejectBadInputs) {
   Tensor x = make({2, 8}), w = make({2, 2}), out = make({2, 8});
   ExpertWeights ew{make({3, 4, 8}), make({3, 4, 8}), make({3, 8, 4})};
-  EXPECT_THROW(be->moe_experts(x, int_tensor({0, 1, 2, 3}, {2, 2}), w, ew, 1.f, out), Error);
-  EXPECT_THROW(be->moe_experts(x, int_tensor({0, 1, 2, -1}, {2, 2}), w, ew, 1.f, out), Error);
-  ExpertWeights bad{make({3, 4, 8}), make({3, 4, 8}), make({3, 4, 8})};
-  EXPECT_THROW(be->moe_experts(x, int_tensor({0, 1, 2, 0}, {2, 2}), w, bad, 1.f, out), Error);
-  EXPECT_THROW(be->moe_experts(x, int_tensor({0, 1, 2, 0}, {2, 2}), make({2, 3}), ew, 1.f, out),
+  EXPECT_THROW(be->moe_experts(x, int_tensor({0, 1, 2, 3}, {2, 2}), w, ew, 1.f, TensorView(), out),
                Error);
+  EXPECT_THROW(be->moe_experts(x, int_tensor({0, 1, 2, -1}, {2, 2}), w, ew, 1.f, TensorView(), out),
+               Error);
+  ExpertWeights bad{make({3, 4, 8}), make({3, 4, 8}), make({3, 4, 8})};
+  EXPECT_THROW(be->moe_experts(x, int_tensor({0, 1, 2, 0}, {2, 2}), w, bad, 1.f, TensorView(), out),
+               Error);
+  EXPECT_THROW(be->moe_experts(x, int_tensor({0, 1, 2, 0}, {2, 2}), make({2, 3}), ew, 1.f,
+                               TensorView(), out),
+               Error);
+  // The CPU makes no plans, and takes none.
+  const Tensor idx = int_tensor({0, 1, 2, 0}, {2, 2});
+  EXPECT_FALSE(be->moe_plan(idx, 3).defined());
+  EXPECT_THROW(be->moe_experts(x, idx, w, ew, 1.f, int_tensor({0, 0, 0}, {3}), out), Error);
 }
 
 }  // namespace

@@ -92,12 +92,13 @@ TEST_F(Moe, MoeExpertsMatchCpu) {
       const Tensor init = rand_host(rng, {M, D});
       Tensor ref = host({M, D});
       std::copy_n(init.data_as<float>(), M * D, ref.data_as<float>());
-      cpu->moe_experts(x, idx, wts, {round_bf16(w1), round_bf16(w3), round_bf16(w2)}, 3.f, ref);
+      cpu->moe_experts(x, idx, wts, {round_bf16(w1), round_bf16(w3), round_bf16(w2)}, 3.f,
+                       TensorView(), ref);
       Tensor dw1 = to_dev(*gpu, w1, true), dw3 = to_dev(*gpu, w3, true),
              dw2 = to_dev(*gpu, w2, true);
       Tensor out = to_dev(*gpu, init);  // accumulated into
       gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, idx), to_dev(*gpu, wts), {dw1, dw3, dw2}, 3.f,
-                       out);
+                       TensorView(), out);
       // The error is measured on the experts' contribution, not on the initial values.
       Tensor got = to_host(*gpu, out), delta_ref = host({M, D}), delta = host({M, D});
       for (int64_t i = 0; i < M * D; ++i) {
@@ -111,7 +112,7 @@ TEST_F(Moe, MoeExpertsMatchCpu) {
         EXPECT_THROW(
             {
               gpu->moe_experts(to_dev(*gpu, x), to_dev(*gpu, i32_host(id, {M, k})),
-                               to_dev(*gpu, wts), {dw1, dw3, dw2}, 3.f, out);
+                               to_dev(*gpu, wts), {dw1, dw3, dw2}, 3.f, TensorView(), out);
               to_host(*gpu, out);
             },
             Error);
@@ -151,7 +152,7 @@ TEST_F(Moe, MoeExpertsRowsAreBatchInvariant) {
       const std::vector<int32_t> im(id.begin() + m0 * k, id.begin() + (m0 + n) * k);
       Tensor out = to_dev(*gpu, zeros_host({n, D}));
       gpu->moe_experts(to_dev(*gpu, xm), to_dev(*gpu, i32_host(im, {n, k})), to_dev(*gpu, wm),
-                       {dw1, dw3, dw2}, 3.f, out);
+                       {dw1, dw3, dw2}, 3.f, TensorView(), out);
       return floats(to_host(*gpu, out));
     };
     const std::vector<float> all = run(0, M), some = run(0, 12);
@@ -165,6 +166,38 @@ TEST_F(Moe, MoeExpertsRowsAreBatchInvariant) {
       }
     }
   }
+}
+
+// moe_experts with its plan made ahead (moe_plan, as the model does on the router's side branch)
+// gives the bits it gives planning by itself, on the decode and the prefill tiles; a plan made
+// for another idx shape is refused.
+TEST_F(Moe, MoeExpertsWithAPlanMadeAheadAreTheSame) {
+  SEED_TRACE();
+  for (bool wgmma : wgmma_settings(*gpu))
+    for (const int64_t M : {int64_t{1}, int64_t{5}, int64_t{300}}) {
+      SCOPED_TRACE(testing::Message() << (wgmma ? "wgmma " : "mma.sync ") << M);
+      set_cuda_wgmma(*gpu, wgmma);
+      Rng rng;
+      const int64_t D = 136, I = 64, E = 8, k = 2;
+      const Tensor x = to_dev(*gpu, rand_host(rng, {M, D}));
+      Tensor dw1 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
+      Tensor dw3 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
+      Tensor dw2 = to_dev(*gpu, rand_host(rng, {E, D, I}, -0.2f, 0.2f), true);
+      std::vector<int32_t> id(M * k);
+      for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
+      const Tensor idx = to_dev(*gpu, i32_host(id, {M, k}));
+      const Tensor wts = to_dev(*gpu, rand_host(rng, {M, k}, 0.f, 1.f));
+      Tensor alone = to_dev(*gpu, zeros_host({M, D})), ahead = to_dev(*gpu, zeros_host({M, D}));
+      gpu->moe_experts(x, idx, wts, {dw1, dw3, dw2}, 3.f, TensorView(), alone);
+      const Tensor plan = gpu->moe_plan(idx, E);
+      ASSERT_TRUE(plan.defined());
+      gpu->moe_experts(x, idx, wts, {dw1, dw3, dw2}, 3.f, plan, ahead);
+      EXPECT_TRUE(floats(to_host(*gpu, alone)) == floats(to_host(*gpu, ahead)));
+      const Tensor other = gpu->moe_plan(idx.view().slice_rows(0, (M + 1) / 2), E);
+      if (M > 1)
+        EXPECT_THROW(gpu->moe_experts(x, idx, wts, {dw1, dw3, dw2}, 3.f, other, ahead), Error);
+    }
+  set_cuda_wgmma(*gpu, true);
 }
 
 }  // namespace

@@ -70,7 +70,8 @@ class CpuBackend final : public Backend {
   void swiglu(const TensorView& gate, const TensorView& up, float limit,
               const TensorView& out) override;
   void moe_experts(const TensorView& x, const TensorView& idx, const TensorView& weights,
-                   const ExpertWeights& experts, float limit, const TensorView& out) override;
+                   const ExpertWeights& experts, float limit, const TensorView& plan,
+                   const TensorView& out) override;
 };
 
 // Helpers shared by the cpu_*.cpp files.

@@ -117,9 +117,13 @@ void CpuBackend::swiglu(const TensorView& gate, const TensorView& up, float limi
 }
 
 void CpuBackend::moe_experts(const TensorView& x, const TensorView& idx, const TensorView& weights,
-                             const ExpertWeights& experts, float limit, const TensorView& out) {
+                             const ExpertWeights& experts, float limit, const TensorView& plan,
+                             const TensorView& out) {
   using cpu::kAny;
   const char* op = "moe_experts";
+  DI_CHECK(!cpu::given(plan), ErrorCode::kInvalidArgument,
+           "moe_experts: plan {} was not made by this backend (its moe_plan makes none)",
+           plan.shape_str());
   cpu::expect(op, "x", x, DType::kF32, {kAny, kAny});
   const int64_t M = x.dim(0), D = x.dim(1);
   cpu::expect(op, "idx", idx, DType::kI32, {M, kAny});

@@ -189,8 +189,10 @@ class CudaBackend final : public Backend {
              const TensorView& weights, const TensorView& idx) override;
   void swiglu(const TensorView& gate, const TensorView& up, float limit,
               const TensorView& out) override;
+  Tensor moe_plan(const TensorView& idx, int64_t num_experts) override;
   void moe_experts(const TensorView& x, const TensorView& idx, const TensorView& weights,
-                   const ExpertWeights& experts, float limit, const TensorView& out) override;
+                   const ExpertWeights& experts, float limit, const TensorView& plan,
+                   const TensorView& out) override;
 
   // Waits for all queued work and reports any error a kernel recorded since the last check
   // (out-of-range ids and the like; they are found on the device, so they surface here, at the
@@ -276,7 +278,8 @@ class CudaBackend final : public Backend {
                              const TensorView& w, float scale, const TensorView& visible,
                              const TensorView& scores);
   void moe_experts_on_device(const TensorView& x, const TensorView& idx, const TensorView& weights,
-                             const ExpertWeights& experts, float limit, const TensorView& out);
+                             const ExpertWeights& experts, float limit, const TensorView& plan,
+                             const TensorView& out);
   void moe_experts_host_plan(const TensorView& x, const TensorView& idx, const TensorView& weights,
                              const ExpertWeights& experts, float limit, const TensorView& out);
 

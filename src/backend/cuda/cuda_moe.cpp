@@ -14,8 +14,41 @@
 
 namespace deepinfer::cuda {
 
+namespace {
+
+// The device plan's int32 count for R (token, slot) pairs over E experts: offsets [E + 1] |
+// num_tiles | row_token [R] | where [R] | tiles [max_tiles][2].
+int64_t plan_ints(int64_t R, int64_t E, int64_t max_tiles) {
+  return E + 2 + 2 * R + 2 * max_tiles;
+}
+
+}  // namespace
+
+Tensor CudaBackend::moe_plan(const TensorView& idx, int64_t num_experts) {
+  const char* op = "moe_plan";
+  OpScope s(*this, op);
+  expect(op, "idx", idx, DType::kI32, {kAny, kAny});
+  DI_CHECK(num_experts > 0, ErrorCode::kInvalidArgument, "{}: {} experts", op, num_experts);
+  const int64_t R = idx.numel(), E = num_experts;
+  // Past the device sort's experts moe_experts plans on the host.
+  if (R == 0 || E > kMaxPlanExperts) return Tensor();
+  const int tile_rows = moe_tile_rows(R, E, wgmma_);
+  const int64_t max_tiles = moe_max_tiles(R, E, tile_rows);
+  Tensor plan = empty({plan_ints(R, E, max_tiles)}, DType::kI32);
+  int32_t* offsets = plan.data_as<int32_t>();
+  int32_t* num_tiles = offsets + E + 1;
+  int32_t* row_token = num_tiles + 1;
+  int32_t* where = row_token + R;
+  check(launch_moe_plan(idx.data_as<int32_t>(), R, static_cast<int>(idx.dim(1)), E, tile_rows,
+                        offsets, row_token, where, where + R, num_tiles, ctx_->error_word(),
+                        ctx_->stream()),
+        op);
+  return plan;
+}
+
 void CudaBackend::moe_experts(const TensorView& x, const TensorView& idx, const TensorView& weights,
-                              const ExpertWeights& experts, float limit, const TensorView& out) {
+                              const ExpertWeights& experts, float limit, const TensorView& plan,
+                              const TensorView& out) {
   const char* op = "moe_experts";
   OpScope s(*this, op);
   expect(op, "x", x, DType::kF32, {kAny, kAny});
@@ -35,31 +68,38 @@ void CudaBackend::moe_experts(const TensorView& x, const TensorView& idx, const 
                            aligned16(x.data()) && aligned16(experts.w1.data()) &&
                            aligned16(experts.w3.data()) && aligned16(experts.w2.data());
   if (device_path)
-    moe_experts_on_device(x, idx, weights, experts, limit, out);
+    moe_experts_on_device(x, idx, weights, experts, limit, plan, out);
   else
     moe_experts_host_plan(x, idx, weights, experts, limit, out);
 }
 
 void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& idx,
                                         const TensorView& weights, const ExpertWeights& experts,
-                                        float limit, const TensorView& out) {
+                                        float limit, const TensorView& plan,
+                                        const TensorView& out) {
   const char* op = "moe_experts";
   const int64_t M = x.dim(0), D = x.dim(1), k = idx.dim(1);
   const int64_t E = experts.w1.dim(0), I = experts.w1.dim(1), R = M * k;
   const int tile_rows = moe_tile_rows(R, E, wgmma_);
   const bool wgmma = tile_rows == kMoeWgmmaTileRows;
   const int64_t max_tiles = moe_max_tiles(R, E, tile_rows);
-  // plan: offsets [E + 1] | num_tiles | row_token [R] | where [R] | tiles [max_tiles][2]
-  std::shared_ptr<void> plan =
-      scratch(static_cast<size_t>(E + 2 + 2 * R + 2 * max_tiles) * sizeof(int32_t));
-  auto* offsets = static_cast<int32_t*>(plan.get());
+  std::shared_ptr<void> own_plan;
+  int32_t* offsets = nullptr;
+  if (given(plan)) {
+    expect(op, "plan", plan, DType::kI32, {plan_ints(R, E, max_tiles)});
+    offsets = plan.data_as<int32_t>();
+  } else {
+    own_plan = scratch(static_cast<size_t>(plan_ints(R, E, max_tiles)) * sizeof(int32_t));
+    offsets = static_cast<int32_t*>(own_plan.get());
+  }
   int32_t* num_tiles = offsets + E + 1;
   int32_t* row_token = num_tiles + 1;
   int32_t* where = row_token + R;
   int32_t* tiles = where + R;
-  check(launch_moe_plan(idx.data_as<int32_t>(), R, static_cast<int>(k), E, tile_rows, offsets,
-                        row_token, where, tiles, num_tiles, ctx_->error_word(), ctx_->stream()),
-        op);
+  if (!given(plan))
+    check(launch_moe_plan(idx.data_as<int32_t>(), R, static_cast<int>(k), E, tile_rows, offsets,
+                          row_token, where, tiles, num_tiles, ctx_->error_word(), ctx_->stream()),
+          op);
   std::shared_ptr<void> y = scratch(static_cast<size_t>(R * D) * sizeof(float));
   const auto* w1 = static_cast<const uint16_t*>(experts.w1.data());
   const auto* w3 = static_cast<const uint16_t*>(experts.w3.data());

@@ -30,17 +30,19 @@ Tensor moe_block(Backend& b, const ModelConfig& c, const MoeWeights& w, const Te
   Tensor idx = b.empty({S, k}, DType::kI32);
   Tensor h = b.empty({S, I});
   Tensor out = b.empty({S, c.hidden_size});
+  Tensor plan;
   {
-    // The router's selection (a few latency-bound blocks) on the side branch, beside the shared
-    // expert's down projection (a weight stream).
+    // The router's selection and the experts' token permutation (a few latency-bound blocks)
+    // on the side branch, beside the shared expert's down projection (a weight stream).
     SideBranch side(b);
     b.route(logits, scoring(c.scoring_func), w.bias.view(), w.tid2eid.view(), in.ids,
             static_cast<float>(c.routed_scaling_factor), weights, idx);
+    plan = b.moe_plan(idx, w.w1.dim(0));
     side.to_main();
     b.swiglu(xp[1], xp[2], limit, h);
     b.matmul(h, w.shared_w2, out);
   }  // joined: the routed experts read the selection and add into the shared expert's out
-  b.moe_experts(x, idx, weights, ExpertWeights{w.w1, w.w3, w.w2}, limit, out);
+  b.moe_experts(x, idx, weights, ExpertWeights{w.w1, w.w3, w.w2}, limit, plan, out);
   return out;
 }
 
