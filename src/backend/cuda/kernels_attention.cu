@@ -310,10 +310,14 @@ __global__ void __launch_bounds__(kTopkThreads)
   }
   for (int p = k + threadIdx.x; p < P; p += blockDim.x) buf[p] = 0;
   __syncthreads();
+  // Bitonic sort. Pair t of a stage is (i, i + stride), i = t's position with a zero bit
+  // inserted at stride (powers of two: masks, not divisions). Below stride 64 the pairs 32 c ..
+  // 32 c + 31 stay inside entries 64 c .. 64 c + 63, and a thread takes the same pairs in every
+  // stage, so between two such stages each warp needs only itself in step, not the block.
   for (int size = 2; size <= P; size <<= 1) {
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
       for (int t = threadIdx.x; t < P / 2; t += blockDim.x) {
-        const int i = 2 * stride * (t / stride) + (t % stride), j = i + stride;
+        const int i = ((t & ~(stride - 1)) << 1) | (t & (stride - 1)), j = i + stride;
         const unsigned long long a = buf[i], b = buf[j];
         const bool desc = (i & size) == 0;
         if (desc ? a < b : a > b) {
@@ -321,7 +325,12 @@ __global__ void __launch_bounds__(kTopkThreads)
           buf[j] = a;
         }
       }
-      __syncthreads();
+      // (The next size's first stride is this size; after the last stage every thread reads.)
+      const int next = stride > 1 ? stride >> 1 : size;
+      if (stride < 64 && next < 64 && !(stride == 1 && size == P))
+        __syncwarp();
+      else
+        __syncthreads();
     }
   }
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
