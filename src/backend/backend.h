@@ -157,6 +157,19 @@ class Backend {
   // out[m, h] = post[m, h] * y[m] + sum_j comb[m, j, h] * X[m, j]; out must not alias X.
   virtual void hc_post(const TensorView& X, const TensorView& y, const TensorView& post,
                        const TensorView& comb, const TensorView& out) = 0;
+  // hc_post(X, y, post, comb, out), then the next site's hc_pre_norm(out, fn, ...) into normed,
+  // next_post and next_comb. One op so that a backend can form the next site's mixing sums as it
+  // writes out; the same values as the two in turn, which is what this default runs.
+  virtual void hc_post_pre_norm(const TensorView& X, const TensorView& y, const TensorView& post,
+                                const TensorView& comb, const TensorView& out, const TensorView& fn,
+                                const TensorView& base, const TensorView& scale, int sinkhorn_iters,
+                                float hc_eps, float norm_eps, const TensorView& norm_weight,
+                                const TensorView& normed, const TensorView& next_post,
+                                const TensorView& next_comb) {
+    hc_post(X, y, post, comb, out);
+    hc_pre_norm(out, fn, base, scale, sinkhorn_iters, hc_eps, norm_eps, norm_weight, normed,
+                next_post, next_comb);
+  }
   // Final collapse: pre = sigmoid(rmsnorm_unweighted(flatten(X)) @ fn^T * scale[0] + base) +
   // hc_eps; out[m] = sum_h pre[h] X[m, h]. fn [hc, hc*D], base [hc], scale [1], out [M, D].
   virtual void hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,

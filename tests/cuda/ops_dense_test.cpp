@@ -596,6 +596,59 @@ TEST_F(Ops, HcPreNormIsHcPreThenRmsNorm) {
   }
 }
 
+// hc_post_pre_norm is hc_post then hc_pre_norm of its output, bit for bit, whether the expansion
+// forms the mixing sums itself (decode rows: up to 8, 128-column chunks, up to 4 streams) or the
+// two run in turn (more rows, other widths, more streams, or the switch off).
+TEST_F(Ops, HcPostPreNormIsHcPostThenHcPreNorm) {
+  SEED_TRACE();
+  struct Case {
+    int64_t M, hc, D;
+    bool weighted, fused;
+  };
+  for (const Case& k : std::vector<Case>{{1, 4, 4096, true, true},
+                                         {8, 4, 4096, true, true},
+                                         {9, 4, 4096, true, false},  // past the fused rows
+                                         {3, 4, 256, false, true},
+                                         {2, 2, 512, true, true},
+                                         {2, 4, 200, true, false},     // not 128-column chunks
+                                         {1, 6, 128, true, false}}) {  // six streams
+    for (bool allow : {true, false}) {
+      Rng rng;
+      const int64_t M = k.M, hc = k.hc, D = k.D, nmix = (2 + hc) * hc;
+      const HcInputs in = hc_inputs(rng, M, hc, D, nmix);
+      const Tensor w = k.weighted ? rand_host(rng, {D}, 0.5f, 1.5f) : Tensor();
+      Tensor dX = to_dev(*gpu, in.X), dfn = to_dev(*gpu, in.fn), dbase = to_dev(*gpu, in.base),
+             dscale = to_dev(*gpu, in.scale), dw = k.weighted ? to_dev(*gpu, w) : Tensor();
+      Tensor dy = to_dev(*gpu, rand_host(rng, {M, D})),
+             dpost = to_dev(*gpu, rand_host(rng, {M, hc}, 0.f, 2.f)),
+             dcomb = to_dev(*gpu, rand_host(rng, {M, hc, hc}, 0.f, 1.f));
+      // The two ops in turn.
+      Tensor o = dev_poisoned(*gpu, {M, hc, D}), n = dev_poisoned(*gpu, {M, D}),
+             p = dev_poisoned(*gpu, {M, hc}), cb = dev_poisoned(*gpu, {M, hc, hc});
+      gpu->hc_post(dX, dy, dpost, dcomb, o);
+      gpu->hc_pre_norm(o, dfn, dbase, dscale, 20, 1e-6f, 1e-6f, dw, n, p, cb);
+      // The one op.
+      const bool was = set_cuda_hc_post_mix(*gpu, allow);
+      Tensor fo = dev_poisoned(*gpu, {M, hc, D}), fnormed = dev_poisoned(*gpu, {M, D}),
+             fp = dev_poisoned(*gpu, {M, hc}), fcb = dev_poisoned(*gpu, {M, hc, hc});
+      const int64_t calls = cuda_hc_post_mix_calls(*gpu);
+      gpu->hc_post_pre_norm(dX, dy, dpost, dcomb, fo, dfn, dbase, dscale, 20, 1e-6f, 1e-6f, dw,
+                            fnormed, fp, fcb);
+      set_cuda_hc_post_mix(*gpu, was);
+      EXPECT_EQ(cuda_hc_post_mix_calls(*gpu) - calls, allow && k.fused ? 1 : 0) << M << " " << D;
+      auto same = [&](const Tensor& a, const Tensor& b, const char* what) {
+        const Tensor ha = to_host(*gpu, a), hb = to_host(*gpu, b);
+        EXPECT_EQ(0, std::memcmp(ha.data_as<float>(), hb.data_as<float>(), ha.numel() * 4))
+            << what << " " << M << " " << hc << " " << D << " allowed " << allow;
+      };
+      same(fo, o, "streams");
+      same(fnormed, n, "normed");
+      same(fp, p, "post");
+      same(fcb, cb, "comb");
+    }
+  }
+}
+
 TEST_F(Ops, HcPreNormRejectsBadShapes) {
   Rng rng;
   const HcInputs in = hc_inputs(rng, 2, 4, 64, 24);

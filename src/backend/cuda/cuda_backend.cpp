@@ -236,6 +236,7 @@ CudaBackend::CudaBackend(int device)
   set_attention_pair_blocks(env::get_int("DEEPINFER_ATTENTION_PAIR_BLOCKS"));
   set_attention_split_keys(env::get_int("DEEPINFER_ATTENTION_SPLIT_KEYS"));
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");
+  hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
         "CUDA backend: compute capability");
@@ -559,6 +560,19 @@ int64_t cuda_wgmma_attention_calls(const Backend& backend) {
 int64_t cuda_fused_q_norm_attention_calls(const Backend& backend) {
   const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
   return cuda ? cuda->fused_q_norm_attention_calls() : 0;
+}
+
+int64_t cuda_hc_post_mix_calls(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+  return cuda ? cuda->hc_post_mix_calls() : 0;
+}
+
+bool set_cuda_hc_post_mix(Backend& backend, bool on) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
+  if (!cuda) return false;
+  const bool was = cuda->hc_post_mix();
+  cuda->set_hc_post_mix(on);
+  return was;
 }
 
 int64_t cuda_fused_hc_pre_norm_calls(const Backend& backend) {

@@ -154,6 +154,12 @@ class CudaBackend final : public Backend {
                    const TensorView& comb) override;
   void hc_post(const TensorView& X, const TensorView& y, const TensorView& post,
                const TensorView& comb, const TensorView& out) override;
+  void hc_post_pre_norm(const TensorView& X, const TensorView& y, const TensorView& post,
+                        const TensorView& comb, const TensorView& out, const TensorView& fn,
+                        const TensorView& base, const TensorView& scale, int sinkhorn_iters,
+                        float hc_eps, float norm_eps, const TensorView& norm_weight,
+                        const TensorView& normed, const TensorView& next_post,
+                        const TensorView& next_comb) override;
   void hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,
                const TensorView& scale, float hc_eps, float norm_eps,
                const TensorView& out) override;
@@ -215,6 +221,12 @@ class CudaBackend final : public Backend {
   int64_t wgmma_attention_calls() const { return wgmma_attention_calls_; }
   // hc_pre_norm calls the one-launch kernel took, for tests.
   int64_t fused_hc_pre_norm_calls() const { return fused_hc_pre_norm_calls_; }
+  // hc_post_pre_norm calls whose expansion formed the mixing sums itself, for tests.
+  int64_t hc_post_mix_calls() const { return hc_post_mix_calls_; }
+  // Whether hc_post_pre_norm may fold the mixing pass into the expansion
+  // (DEEPINFER_CUDA_HC_POST_MIX).
+  void set_hc_post_mix(bool on) { hc_post_mix_ = on; }
+  bool hc_post_mix() const { return hc_post_mix_; }
   // attention_batch_raw_q calls whose kernel normalised the queries itself, for tests.
   int64_t fused_q_norm_attention_calls() const { return fused_q_norm_attention_calls_; }
 
@@ -294,7 +306,8 @@ class CudaBackend final : public Backend {
   bool side_stream_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0,
-          fused_q_norm_attention_calls_ = 0;
+          fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0;
+  bool hc_post_mix_ = false;  // DEEPINFER_CUDA_HC_POST_MIX
   int64_t graph_key_ = 0;
   // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph
   // copies packet_host_ to packet_dev_ before its first node, one copy instead of one per

@@ -36,6 +36,22 @@ HcShape check_hc_pre(const char* op, const TensorView& X, const TensorView& fn,
   return {M, hc, D};
 }
 
+// hc_post's checks of X, y, post, comb and out; returns X's shape.
+HcShape check_hc_post(const char* op, const TensorView& X, const TensorView& y,
+                      const TensorView& post, const TensorView& comb, const TensorView& out) {
+  expect(op, "X", X, DType::kF32, {kAny, kAny, kAny});
+  const int64_t M = X.dim(0), hc = X.dim(1), D = X.dim(2);
+  DI_CHECK(hc <= kMaxHc, ErrorCode::kUnsupported, "{}: {} streams exceed the supported {}", op, hc,
+           kMaxHc);
+  expect(op, "y", y, DType::kF32, {M, D});
+  expect(op, "post", post, DType::kF32, {M, hc});
+  expect(op, "comb", comb, DType::kF32, {M, hc, hc});
+  expect(op, "out", out, DType::kF32, {M, hc, D});
+  expect_no_alias(op, "out", out, "X", X);
+  expect_no_alias(op, "out", out, "y", y);
+  return {M, hc, D};
+}
+
 }  // namespace
 
 void CudaBackend::hc_pre(const TensorView& X, const TensorView& fn, const TensorView& base,
@@ -84,19 +100,42 @@ void CudaBackend::hc_post(const TensorView& X, const TensorView& y, const Tensor
                           const TensorView& comb, const TensorView& out) {
   const char* op = "hc_post";
   OpScope s(*this, op);
-  expect(op, "X", X, DType::kF32, {kAny, kAny, kAny});
-  const int64_t M = X.dim(0), hc = X.dim(1), D = X.dim(2);
-  DI_CHECK(hc <= kMaxHc, ErrorCode::kUnsupported, "hc_post: {} streams exceed the supported {}", hc,
-           kMaxHc);
-  expect(op, "y", y, DType::kF32, {M, D});
-  expect(op, "post", post, DType::kF32, {M, hc});
-  expect(op, "comb", comb, DType::kF32, {M, hc, hc});
-  expect(op, "out", out, DType::kF32, {M, hc, D});
-  expect_no_alias(op, "out", out, "X", X);
-  expect_no_alias(op, "out", out, "y", y);
+  const auto [M, hc, D] = check_hc_post(op, X, y, post, comb, out);
   check(launch_hc_post(X.data_as<float>(), y.data_as<float>(), post.data_as<float>(),
                        comb.data_as<float>(), M, hc, D, out.data_as<float>(), ctx_->stream()),
         op);
+}
+
+void CudaBackend::hc_post_pre_norm(const TensorView& X, const TensorView& y, const TensorView& post,
+                                   const TensorView& comb, const TensorView& out,
+                                   const TensorView& fn, const TensorView& base,
+                                   const TensorView& scale, int sinkhorn_iters, float hc_eps,
+                                   float norm_eps, const TensorView& norm_weight,
+                                   const TensorView& normed, const TensorView& next_post,
+                                   const TensorView& next_comb) {
+  const char* op = "hc_post_pre_norm";
+  if (hc_post_mix_) {  // else the two ops in turn check their own arguments
+    OpScope s(*this, op);
+    const auto [M, hc, D] = check_hc_post(op, X, y, post, comb, out);
+    check_hc_pre(op, out, fn, base, scale, "normed", normed, next_post, next_comb);
+    if (given(norm_weight)) expect(op, "norm_weight", norm_weight, DType::kF32, {D});
+    const float* w = given(norm_weight) ? norm_weight.data_as<float>() : nullptr;
+    if (hc_post_mix_fused(M, hc, D, w, normed.data_as<float>()) && aligned16(fn.data())) {
+      const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, (2 + hc) * hc) * 4);
+      check(launch_hc_post_pre_norm(
+                X.data_as<float>(), y.data_as<float>(), post.data_as<float>(),
+                comb.data_as<float>(), M, hc, D, out.data_as<float>(), fn.data_as<float>(),
+                base.data_as<float>(), scale.data_as<float>(), sinkhorn_iters, hc_eps, norm_eps, w,
+                normed.data_as<float>(), next_post.data_as<float>(), next_comb.data_as<float>(),
+                static_cast<float*>(partial.get()), ctx_->stream()),
+            op);
+      ++hc_post_mix_calls_;
+      ++fused_hc_pre_norm_calls_;
+      return;
+    }
+  }
+  Backend::hc_post_pre_norm(X, y, post, comb, out, fn, base, scale, sinkhorn_iters, hc_eps,
+                            norm_eps, norm_weight, normed, next_post, next_comb);
 }
 
 void CudaBackend::hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,

@@ -95,6 +95,17 @@ cudaError_t launch_hc_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D,
                                float* comb, float* partial, int sms, cudaStream_t stream);
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,
                            int64_t M, int64_t hc, int64_t D, float* out, cudaStream_t stream);
+// launch_hc_post into out, then launch_hc_pre_norm of out, with the mixing pass folded into the
+// expansion (each block forms the partials of the chunks it writes, by the mixing kernel's
+// chains: the same bits) where hc_post_mix_fused() holds: decode-sized M (fn is staged per row),
+// D a multiple of the 128-column chunk, hc <= 4, and hc_pre_norm_fused().
+bool hc_post_mix_fused(int64_t M, int64_t hc, int64_t D, const float* norm_w, const float* normed);
+cudaError_t launch_hc_post_pre_norm(const float* X, const float* y, const float* post,
+                                    const float* comb, int64_t M, int64_t hc, int64_t D, float* out,
+                                    const float* fn, const float* base, const float* scale,
+                                    int iters, float hc_eps, float norm_eps, const float* norm_w,
+                                    float* normed, float* next_post, float* next_comb,
+                                    float* partial, cudaStream_t stream);
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                            const float* base, const float* scale, float hc_eps, float norm_eps,
                            float* out, float* partial, int sms, cudaStream_t stream);

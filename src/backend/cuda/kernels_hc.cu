@@ -342,9 +342,31 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
   collapse(x, pre, hc, D, d0, d1, out + m * D + d0);
 }
 
-// One thread per (m, d) writing all hc streams: X[m, :, d] is read once (not once per output
-// stream); the weight of X[m, j] in stream h is comb[m, j, h], summed in the same order as before.
-// kHcMax bounds hc at compile time so that the streams stay in registers (4: V4's hc_mult).
+// Column d of row m of every output stream (hc_post_kernel and hc_post_mix_kernel: the same
+// bits): X[m, :, d] is read once (not once per output stream); the weight of X[m, j] in stream h
+// is comb[m, j, h], summed in the same order as before. kHcMax bounds hc at compile time so that
+// the streams stay in registers (4: V4's hc_mult). emit(h, value) takes each stream's value as
+// it is formed.
+template <int kHcMax, typename Emit>
+__device__ __forceinline__ void hc_post_column(const float* X, const float* y, const float* post,
+                                               const float* comb, int64_t m, int hc, int64_t D,
+                                               int64_t d, Emit&& emit) {
+  float x[kHcMax];
+#pragma unroll
+  for (int j = 0; j < kHcMax; ++j) x[j] = j < hc ? __ldg(X + (m * hc + j) * D + d) : 0.f;
+  const float yv = __ldg(y + m * D + d);
+#pragma unroll
+  for (int h = 0; h < kHcMax; ++h) {
+    if (h >= hc) break;
+    float o = post[m * hc + h] * yv;
+#pragma unroll
+    for (int j = 0; j < kHcMax; ++j)
+      if (j < hc) o += comb[(m * hc + j) * hc + h] * x[j];
+    emit(h, o);
+  }
+}
+
+// One thread per (m, d) writing all hc streams.
 template <int kHcMax>
 __global__ void hc_post_kernel(const float* X, const float* y, const float* post, const float* comb,
                                int64_t M, int hc, int64_t D, float* out) {
@@ -353,19 +375,68 @@ __global__ void hc_post_kernel(const float* X, const float* y, const float* post
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
     const int64_t d = t % D, m = t / D;
-    float x[kHcMax];
+    hc_post_column<kHcMax>(X, y, post, comb, m, hc, D, d,
+                           [&](int h, float o) { out[(m * hc + h) * D + d] = o; });
+  }
+}
+
+// hc_post_kernel for one row m and one 128-column chunk of its flattened streams (blockIdx.y =
+// c: stream h = c / (D / 128), columns [d0, d0 + 128)), one thread per column; then that chunk's
+// mixing partials for the next site: hc_mix_partial_kernel's chains over the same values in the
+// same order (k from zero, fmaf(x, f, acc); the last slot the sum of squares), from the stream
+// kept in shared memory and fn's rows staged there before the wait (weights). As many blocks as
+// the mixing kernel has chunks, so the GEMV is spread as widely as there.
+template <int kHcMax>
+__global__ void __launch_bounds__(kMixChunk)
+    hc_post_mix_kernel(const float* X, const float* y, const float* post, const float* comb, int hc,
+                       int64_t D, const float* fn, int nmix, float* out, float* partial) {
+  extern __shared__ float sm[];
+  constexpr int ld = kMixChunk + 1, kChunk4 = kMixChunk / 4;
+  float* xs = sm;       // [ld]: the block's columns of its stream
+  float* fs = sm + ld;  // [nmix][ld]: fn's rows over the block's chunk
+  const int64_t m = blockIdx.x, W = hc * D, per_stream = D / kMixChunk;
+  const int64_t c = blockIdx.y, mine = c / per_stream, d0 = (c % per_stream) * kMixChunk;
+  const int t = threadIdx.x;
+  // fn staged in batches whose loads all issue before the batch's stores.
+  constexpr int kBatch = 4;
+  const int total = nmix * kChunk4;
+  for (int i0 = 0; i0 < total; i0 += kBatch * kMixChunk) {
+    float4 v[kBatch];
 #pragma unroll
-    for (int j = 0; j < kHcMax; ++j) x[j] = j < hc ? __ldg(X + (m * hc + j) * D + d) : 0.f;
-    const float yv = __ldg(y + m * D + d);
-#pragma unroll
-    for (int h = 0; h < kHcMax; ++h) {
-      if (h >= hc) break;
-      float o = post[m * hc + h] * yv;
-#pragma unroll
-      for (int j = 0; j < kHcMax; ++j)
-        if (j < hc) o += comb[(m * hc + j) * hc + h] * x[j];
-      out[(m * hc + h) * D + d] = o;
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kMixChunk + t, j = i / kChunk4, k = (i % kChunk4) * 4;
+      v[u] = i < total ? __ldg(reinterpret_cast<const float4*>(fn + j * W + c * kMixChunk + k))
+                       : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kMixChunk + t, j = i / kChunk4, k = (i % kChunk4) * 4;
+      if (i >= total) continue;
+      float* dst = fs + j * ld + k;
+      dst[0] = v[u].x;
+      dst[1] = v[u].y;
+      dst[2] = v[u].z;
+      dst[3] = v[u].w;
+    }
+  }
+  wait_for_prior_grid();
+  const int64_t d = d0 + t;
+  hc_post_column<kHcMax>(X, y, post, comb, m, hc, D, d, [&](int h, float o) {
+    if (h != mine) return;
+    out[(m * hc + h) * D + d] = o;
+    xs[t] = o;
+  });
+  __syncthreads();
+  const int64_t nchunks = hc * per_stream;
+  if (t <= nmix) {
+    float acc = 0.f;
+    if (t < nmix) {
+      const float* f = fs + t * ld;
+      for (int k = 0; k < kMixChunk; ++k) acc = fmaf(xs[k], f[k], acc);
+    } else {
+      for (int k = 0; k < kMixChunk; ++k) acc = fmaf(xs[k], xs[k], acc);
+    }
+    partial[(m * nchunks + c) * (nmix + 1) + t] = acc;
   }
 }
 
@@ -413,6 +484,22 @@ unsigned norm_parts(int64_t M, int64_t D) {
   return parts;
 }
 
+// hc_pre_norm_kernel over the mixing partials (chunk sums) of X.
+cudaError_t launch_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D, const float* partial,
+                            int nchunks, const float* base, const float* scale, int iters,
+                            float hc_eps, float norm_eps, const float* norm_w, float* normed,
+                            float* post, float* comb, cudaStream_t stream) {
+  const unsigned parts = norm_parts(M, D);
+  return launch_kernel_clustered(hc_pre_norm_kernel, dim3(static_cast<unsigned>(M), parts),
+                                 kThreads, 0, stream, dim3(1, parts, 1), X, static_cast<int>(hc), D,
+                                 partial, nchunks, base, scale, iters, hc_eps, norm_eps, norm_w,
+                                 normed, post, comb);
+}
+
+// The most rows whose expansion forms the next site's mixing sums itself: each row's blocks
+// stage fn's 1.5 MB (V4) again, which the mixing kernel's 16-row tiles share.
+constexpr int64_t kPostMixMaxRows = 8;
+
 }  // namespace
 
 bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const float* normed) {
@@ -431,11 +518,34 @@ cudaError_t launch_hc_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D,
   int nchunks = 0;
   cudaError_t e = launch_mix_partial(X, M, hc * D, fn, nmix, partial, &nchunks, sms, stream);
   if (e != cudaSuccess) return e;
-  const unsigned parts = norm_parts(M, D);
-  return launch_kernel_clustered(hc_pre_norm_kernel, dim3(static_cast<unsigned>(M), parts),
-                                 kThreads, 0, stream, dim3(1, parts, 1), X, static_cast<int>(hc), D,
-                                 partial, nchunks, base, scale, iters, hc_eps, norm_eps, norm_w,
-                                 normed, post, comb);
+  return launch_pre_norm(X, M, hc, D, partial, nchunks, base, scale, iters, hc_eps, norm_eps,
+                         norm_w, normed, post, comb, stream);
+}
+
+bool hc_post_mix_fused(int64_t M, int64_t hc, int64_t D, const float* norm_w, const float* normed) {
+  return M >= 1 && M <= kPostMixMaxRows && hc <= 4 && D % kMixChunk == 0 &&
+         hc * D / kMixChunk <= 65535 && hc_pre_norm_fused(hc, D, norm_w, normed);
+}
+
+cudaError_t launch_hc_post_pre_norm(const float* X, const float* y, const float* post,
+                                    const float* comb, int64_t M, int64_t hc, int64_t D, float* out,
+                                    const float* fn, const float* base, const float* scale,
+                                    int iters, float hc_eps, float norm_eps, const float* norm_w,
+                                    float* normed, float* next_post, float* next_comb,
+                                    float* partial, cudaStream_t stream) {
+  if (M <= 0) return cudaSuccess;
+  if (!hc_post_mix_fused(M, hc, D, norm_w, normed) || (reinterpret_cast<uintptr_t>(fn) & 15) != 0)
+    return cudaErrorInvalidValue;
+  const int nmix = static_cast<int>((2 + hc) * hc);
+  if (nmix + 1 > kMixChunk) return cudaErrorInvalidValue;
+  const size_t smem = static_cast<size_t>(1 + nmix) * (kMixChunk + 1) * sizeof(float);
+  const unsigned chunks = static_cast<unsigned>(hc * D / kMixChunk);
+  cudaError_t e =
+      launch_kernel(hc_post_mix_kernel<4>, dim3(static_cast<unsigned>(M), chunks), kMixChunk, smem,
+                    stream, X, y, post, comb, static_cast<int>(hc), D, fn, nmix, out, partial);
+  if (e != cudaSuccess) return e;
+  return launch_pre_norm(out, M, hc, D, partial, static_cast<int>(hc * D / kMixChunk), base, scale,
+                         iters, hc_eps, norm_eps, norm_w, normed, next_post, next_comb, stream);
 }
 
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <utility>
 
 #include "core/cpu_timer.h"
 #include "io/weights.h"
@@ -24,21 +25,43 @@ std::unique_ptr<Model> Model::load(const std::string& dir, Backend& backend) {
 
 namespace {
 
-// One mHC site around a sub-block: collapse the streams, run the block on the normed input,
-// expand back with the post weights and the (transposed) combination matrix.
+// The residual streams between mHC sites: X, and the last site's expansion (hc_post of X with
+// its block's output y) when it is still to run: the next site runs it with its own collapse
+// (hc_post_pre_norm), the head on its own (expanded()).
+struct Streams {
+  Tensor X, y, post, comb;  // y, post, comb: empty once expanded
+
+  Tensor expanded(Backend& b) const {
+    if (!y.defined()) return X;
+    Tensor next = b.empty({X.dim(0), X.dim(1), X.dim(2)});
+    b.hc_post(X, y, post, comb, next);
+    return next;
+  }
+};
+
+// One mHC site around a sub-block: collapse the streams (expanding the last site's first), run
+// the block on the normed input; its expansion with the post weights and the (transposed)
+// combination matrix is left to the next site. `in` is taken over and released once expanded,
+// so that the block runs with one copy of the streams alive, as before the deferral.
 template <typename Block>
-Tensor hc_site(Backend& b, const ModelConfig& c, const HcWeights& hc, const Tensor& norm_w,
-               const Tensor& X, Block&& block) {
-  const int64_t S = X.dim(0);
+Streams hc_site(Backend& b, const ModelConfig& c, const HcWeights& hc, const Tensor& norm_w,
+                Streams in, Block&& block) {
+  const int64_t S = in.X.dim(0);
   const int n = c.hc_mult, D = c.hidden_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
   Tensor normed = b.empty({S, D}), post = b.empty({S, n}), comb = b.empty({S, n, n});
-  b.hc_pre_norm(X, hc.fn, hc.base, hc.scale, c.hc_sinkhorn_iters, static_cast<float>(c.hc_eps), eps,
-                norm_w, normed, post, comb);
+  Tensor X = in.X;
+  if (in.y.defined()) {
+    X = b.empty({S, n, D});
+    b.hc_post_pre_norm(in.X, in.y, in.post, in.comb, X, hc.fn, hc.base, hc.scale,
+                       c.hc_sinkhorn_iters, hc_eps, eps, norm_w, normed, post, comb);
+    in = Streams{};
+  } else {
+    b.hc_pre_norm(X, hc.fn, hc.base, hc.scale, c.hc_sinkhorn_iters, hc_eps, eps, norm_w, normed,
+                  post, comb);
+  }
   Tensor y = block(normed.view());
-  Tensor next = b.empty({S, n, D});
-  b.hc_post(X, y, post, comb, next);
-  return next;
+  return {X, y, post, comb};
 }
 
 }  // namespace
@@ -128,16 +151,16 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
   }
 
   // The embedding is copied into hc_mult residual streams: X [T, hc, D].
-  Tensor X = b.empty({T, n, D});
-  b.embedding(repeated_dev, weights_.embed, X.view().reshape({T * n, D}));
+  Streams streams{b.empty({T, n, D})};
+  b.embedding(repeated_dev, weights_.embed, streams.X.view().reshape({T * n, D}));
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& L = weights_.layers[l];
-    X = hc_site(b, c, L.hc_attn, L.attn_norm, X, [&](const TensorView& x) {
+    streams = hc_site(b, c, L.hc_attn, L.attn_norm, std::move(streams), [&](const TensorView& x) {
       const ScopedCpuTimer t("model: attention block");
       return attention_block(b, c, weights_, l, x, in);
     });
-    X = hc_site(b, c, L.hc_ffn, L.ffn_norm, X, [&](const TensorView& x) {
+    streams = hc_site(b, c, L.hc_ffn, L.ffn_norm, std::move(streams), [&](const TensorView& x) {
       const ScopedCpuTimer t("model: moe block");
       return moe_block(b, c, L.moe, x, in);
     });
@@ -151,6 +174,7 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
     sync_free.reset();
     return Tensor::empty({0, c.vocab_size});
   }
+  const Tensor X = streams.expanded(b);  // the last site's expansion: only the head reads it
   Tensor h = b.empty({T, D});
   b.hc_head(X, weights_.hc_head_fn, weights_.hc_head_base, weights_.hc_head_scale,
             static_cast<float>(c.hc_eps), static_cast<float>(c.rms_norm_eps), h);
