@@ -307,7 +307,7 @@ class CudaBackend final : public Backend {
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0,
           fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0;
-  bool hc_post_mix_ = false;  // DEEPINFER_CUDA_HC_POST_MIX
+  bool hc_post_mix_ = true;  // DEEPINFER_CUDA_HC_POST_MIX
   int64_t graph_key_ = 0;
   // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph
   // copies packet_host_ to packet_dev_ before its first node, one copy instead of one per
