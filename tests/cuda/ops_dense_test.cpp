@@ -326,6 +326,8 @@ TEST_F(Ops, GroupedMatmulMatchesCpu) {
   }
 }
 
+// Rows by 16-byte loads (D % 8 == 0: one pass of the block's loads, and several for 16000
+// columns) and by columns (D = 4100), bf16 and fp32 tables, exactly the CPU's rows.
 TEST_F(Ops, EmbeddingGathersBf16AndF32Rows) {
   SEED_TRACE();
   Rng rng;
@@ -336,12 +338,15 @@ TEST_F(Ops, EmbeddingGathersBf16AndF32Rows) {
   id[1] = V - 1;
   const Tensor ids = i32_host(id, {M});
   const Tensor table = rand_host(rng, {V, D});
-  for (bool bf16 : {true, false}) {
-    Tensor ref = host({M, D});
-    cpu->embedding(ids, bf16 ? round_bf16(table) : table, ref);
-    Tensor out = dev_poisoned(*gpu, {M, D});
-    gpu->embedding(to_dev(*gpu, ids), to_dev(*gpu, table, bf16), out);
-    EXPECT_EQ(rel_err(to_host(*gpu, out), ref), 0.0) << bf16;
+  for (const int64_t width : {D, int64_t{4100}, int64_t{16000}}) {
+    const Tensor t = width == D ? table : rand_host(rng, {V, width});
+    for (bool bf16 : {true, false}) {
+      Tensor ref = host({M, width});
+      cpu->embedding(ids, bf16 ? round_bf16(t) : t, ref);
+      Tensor out = dev_poisoned(*gpu, {M, width});
+      gpu->embedding(to_dev(*gpu, ids), to_dev(*gpu, t, bf16), out);
+      EXPECT_EQ(rel_err(to_host(*gpu, out), ref), 0.0) << bf16 << " " << width;
+    }
   }
   // An id outside the table is found on the device and reported at the next sync.
   id[3] = static_cast<int32_t>(V);
