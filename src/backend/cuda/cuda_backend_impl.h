@@ -285,10 +285,6 @@ class CudaBackend final : public Backend {
   // region (unless the guard is disabled).
   void host_sync_point(const char* what) const;
   // The two moe_experts strategies (cuda_moe.cpp).
-  // indexer_scores_batch on the wgmma kernel (one launch; each block splits its row's keys).
-  void indexer_rows_on_wgmma(const TensorView& q, std::span<const IndexerSegment> segments,
-                             const TensorView& w, float scale, const TensorView& visible,
-                             const TensorView& scores);
   void moe_experts_on_device(const TensorView& x, const TensorView& idx, const TensorView& weights,
                              const ExpertWeights& experts, float limit, const TensorView& plan,
                              const TensorView& out);

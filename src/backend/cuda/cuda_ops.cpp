@@ -505,15 +505,6 @@ void CudaBackend::indexer_scores_batch(const TensorView& q,
   DI_CHECK(indexer_rows_smem(nh, d) <= 200 * 1024, ErrorCode::kUnsupported,
            "{}: {} heads of {} dims exceed the kernel's shared memory", op, nh, d);
   if (R == 0 || N == 0) return;
-  // On Hopper the wgmma kernel (each sequence's keys split to fp16 hi / lo once); else fp32 FMAs.
-  bool fused =
-      wgmma_ && indexer_wgmma_supported(nh, d) && aligned16(q.data()) && aligned16(w.data());
-  for (const IndexerSegment& seg : segments)
-    fused = fused && (!given(seg.k) || aligned16(seg.k.data()));
-  if (fused) {
-    indexer_rows_on_wgmma(q, segments, w, scale, visible, scores);
-    return;
-  }
   std::vector<IndexerRow> rows;
   rows.reserve(static_cast<size_t>(R));
   for (const IndexerSegment& seg : segments)
@@ -522,32 +513,24 @@ void CudaBackend::indexer_scores_batch(const TensorView& q,
                       given(seg.k) ? seg.k.dim(0) : 0});
   const std::shared_ptr<void> rows_dev =
       upload_scratch(rows.data(), rows.size() * sizeof(IndexerRow));
-  check(
-      launch_indexer_rows(q.data_as<float>(), nh, d, w.data_as<float>(), visible.data_as<int32_t>(),
-                          static_cast<const IndexerRow*>(rows_dev.get()), R, N, scale,
-                          scores.data_as<float>(), ctx_->error_word(), ctx_->stream()),
-      op);
-}
-
-void CudaBackend::indexer_rows_on_wgmma(const TensorView& q,
-                                        std::span<const IndexerSegment> segments,
-                                        const TensorView& w, float scale, const TensorView& visible,
-                                        const TensorView& scores) {
-  const char* op = "indexer_scores_batch";
-  const int64_t M = q.dim(0), nh = q.dim(1), d = q.dim(2), N = scores.dim(1);
-  std::vector<IndexerRow> rows;
-  for (const IndexerSegment& seg : segments) {
-    const int64_t E = given(seg.k) ? seg.k.dim(0) : 0;
-    const float* k = E > 0 ? seg.k.data_as<float>() : nullptr;
-    for (int64_t r = 0; r < seg.count; ++r) rows.push_back({k, seg.row0 + r, E});
-  }
-  const std::shared_ptr<void> rows_dev =
-      upload_scratch(rows.data(), rows.size() * sizeof(IndexerRow));
-  check(launch_indexer_rows_wgmma(
-            q.data_as<float>(), M, nh, d, w.data_as<float>(), visible.data_as<int32_t>(),
-            static_cast<const IndexerRow*>(rows_dev.get()), static_cast<int64_t>(rows.size()), N,
-            scale, scores.data_as<float>(), ctx_->num_sms(), ctx_->error_word(), ctx_->stream()),
-        op);
+  const auto* rows_ptr = static_cast<const IndexerRow*>(rows_dev.get());
+  // On Hopper the wgmma kernel (each block splits its row's keys to fp16 hi / lo); else fp32
+  // FMAs.
+  bool fused =
+      wgmma_ && indexer_wgmma_supported(nh, d) && aligned16(q.data()) && aligned16(w.data());
+  for (const IndexerSegment& seg : segments)
+    fused = fused && (!given(seg.k) || aligned16(seg.k.data()));
+  if (fused)
+    check(launch_indexer_rows_wgmma(q.data_as<float>(), M, nh, d, w.data_as<float>(),
+                                    visible.data_as<int32_t>(), rows_ptr, R, N, scale,
+                                    scores.data_as<float>(), ctx_->num_sms(), ctx_->error_word(),
+                                    ctx_->stream()),
+          op);
+  else
+    check(launch_indexer_rows(q.data_as<float>(), nh, d, w.data_as<float>(),
+                              visible.data_as<int32_t>(), rows_ptr, R, N, scale,
+                              scores.data_as<float>(), ctx_->error_word(), ctx_->stream()),
+          op);
 }
 
 void CudaBackend::topk(const TensorView& scores, int k, const TensorView& idx) {
