@@ -53,11 +53,13 @@ void CpuBackend::window_pool(const TensorView& kv, const TensorView& gate,
   float* op = out.data_as<float>();
   cpu::pool().parallel_for(N, std::max<int64_t>(1, 4096 / std::max<int64_t>(S * d, 1)),
                            [&](int64_t b, int64_t e) {
-                             std::vector<float> g(S * d), mx(d), den(d);
+                             std::vector<float> biased(bp ? S * d : 0), mx(d), den(d);
                              for (int64_t n = b; n < e; ++n) {
-                               const float* gn = gp + n * S * d;
-                               for (int64_t i = 0; i < S * d; ++i)
-                                 g[i] = bp ? gn[i] + bp[i] : gn[i];
+                               const float* g = gp + n * S * d;
+                               if (bp) {  // the window's gates plus each slot's bias
+                                 for (int64_t i = 0; i < S * d; ++i) biased[i] = g[i] + bp[i];
+                                 g = biased.data();
+                               }
                                const float* x = kp + n * S * d;
                                float* o = op + n * d;
                                std::fill(mx.begin(), mx.end(), kNegInf);

@@ -285,6 +285,8 @@ class CudaBackend final : public Backend {
   // region (unless the guard is disabled).
   void host_sync_point(const char* what) const;
   // The two moe_experts strategies (cuda_moe.cpp).
+  // moe_plan's work, for E <= kMaxPlanExperts and a non-empty idx (the device counting sort).
+  Tensor device_moe_plan(const char* op, const TensorView& idx, int64_t E);
   void moe_experts_on_device(const TensorView& x, const TensorView& idx, const TensorView& weights,
                              const ExpertWeights& experts, float limit, const TensorView& plan,
                              const TensorView& out);

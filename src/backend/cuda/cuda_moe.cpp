@@ -16,10 +16,22 @@ namespace deepinfer::cuda {
 
 namespace {
 
-// The device plan's int32 count for R (token, slot) pairs over E experts: offsets [E + 1] |
+// The device plan of R (token, slot) pairs over E experts, one int32 buffer: offsets [E + 1] |
 // num_tiles | row_token [R] | where [R] | tiles [max_tiles][2].
 int64_t plan_ints(int64_t R, int64_t E, int64_t max_tiles) {
   return E + 2 + 2 * R + 2 * max_tiles;
+}
+struct PlanParts {
+  int32_t *offsets, *num_tiles, *row_token, *where, *tiles;
+};
+PlanParts plan_parts(int32_t* plan, int64_t R, int64_t E) {
+  PlanParts p{};
+  p.offsets = plan;
+  p.num_tiles = p.offsets + E + 1;
+  p.row_token = p.num_tiles + 1;
+  p.where = p.row_token + R;
+  p.tiles = p.where + R;
+  return p;
 }
 
 }  // namespace
@@ -29,18 +41,18 @@ Tensor CudaBackend::moe_plan(const TensorView& idx, int64_t num_experts) {
   OpScope s(*this, op);
   expect(op, "idx", idx, DType::kI32, {kAny, kAny});
   DI_CHECK(num_experts > 0, ErrorCode::kInvalidArgument, "{}: {} experts", op, num_experts);
-  const int64_t R = idx.numel(), E = num_experts;
   // Past the device sort's experts moe_experts plans on the host.
-  if (R == 0 || E > kMaxPlanExperts) return Tensor();
+  if (idx.numel() == 0 || num_experts > kMaxPlanExperts) return Tensor();
+  return device_moe_plan(op, idx, num_experts);
+}
+
+Tensor CudaBackend::device_moe_plan(const char* op, const TensorView& idx, int64_t E) {
+  const int64_t R = idx.numel();
   const int tile_rows = moe_tile_rows(R, E, wgmma_);
-  const int64_t max_tiles = moe_max_tiles(R, E, tile_rows);
-  Tensor plan = empty({plan_ints(R, E, max_tiles)}, DType::kI32);
-  int32_t* offsets = plan.data_as<int32_t>();
-  int32_t* num_tiles = offsets + E + 1;
-  int32_t* row_token = num_tiles + 1;
-  int32_t* where = row_token + R;
+  Tensor plan = empty({plan_ints(R, E, moe_max_tiles(R, E, tile_rows))}, DType::kI32);
+  const PlanParts p = plan_parts(plan.data_as<int32_t>(), R, E);
   check(launch_moe_plan(idx.data_as<int32_t>(), R, static_cast<int>(idx.dim(1)), E, tile_rows,
-                        offsets, row_token, where, where + R, num_tiles, ctx_->error_word(),
+                        p.offsets, p.row_token, p.where, p.tiles, p.num_tiles, ctx_->error_word(),
                         ctx_->stream()),
         op);
   return plan;
@@ -83,23 +95,14 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const int tile_rows = moe_tile_rows(R, E, wgmma_);
   const bool wgmma = tile_rows == kMoeWgmmaTileRows;
   const int64_t max_tiles = moe_max_tiles(R, E, tile_rows);
-  std::shared_ptr<void> own_plan;
-  int32_t* offsets = nullptr;
-  if (given(plan)) {
+  Tensor own_plan;  // planned here when no plan came with the call
+  if (given(plan))
     expect(op, "plan", plan, DType::kI32, {plan_ints(R, E, max_tiles)});
-    offsets = plan.data_as<int32_t>();
-  } else {
-    own_plan = scratch(static_cast<size_t>(plan_ints(R, E, max_tiles)) * sizeof(int32_t));
-    offsets = static_cast<int32_t*>(own_plan.get());
-  }
-  int32_t* num_tiles = offsets + E + 1;
-  int32_t* row_token = num_tiles + 1;
-  int32_t* where = row_token + R;
-  int32_t* tiles = where + R;
-  if (!given(plan))
-    check(launch_moe_plan(idx.data_as<int32_t>(), R, static_cast<int>(k), E, tile_rows, offsets,
-                          row_token, where, tiles, num_tiles, ctx_->error_word(), ctx_->stream()),
-          op);
+  else
+    own_plan = device_moe_plan(op, idx, E);
+  const PlanParts p = plan_parts((given(plan) ? plan : own_plan.view()).data_as<int32_t>(), R, E);
+  const int32_t *offsets = p.offsets, *num_tiles = p.num_tiles, *row_token = p.row_token,
+                *where = p.where, *tiles = p.tiles;
   std::shared_ptr<void> y = scratch(static_cast<size_t>(R * D) * sizeof(float));
   const auto* w1 = static_cast<const uint16_t*>(experts.w1.data());
   const auto* w3 = static_cast<const uint16_t*>(experts.w3.data());
