@@ -470,6 +470,83 @@ TEST_F(Ops, RmsNormRopeIsNormThenRope) {
   }
 }
 
+// f throws an Error whose message names `what`.
+template <typename F>
+void expect_error(F f, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted; expected an error naming " << what;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+// rms_norm_matmul and swiglu_matmul: bitwise rms_norm / swiglu then matmul on the GPU, with
+// x's values formed by the product as it stages them (counted) for few rows (one segment or K
+// split over blocks, weighted norm or not, wide-range rows so that a wrong scale cannot hide),
+// and the two ops in turn where the product cannot (more rows, K past the norm kernel's row);
+// the CPU's values within tolerance; bad inputs named.
+TEST_F(Ops, NormAndSwigluMatmulsAreTheTwoOpsInTurn) {
+  SEED_TRACE();
+  struct Case {
+    int64_t M, N, K;
+    bool fused;
+  };
+  for (const Case& c : std::vector<Case>{{1, 2048, 1024, true},  // V4's wq_b, one segment
+                                         {1, 512, 4096, true},   // K split over blocks
+                                         {3, 700, 2048, true},
+                                         {1, 96, 4100, false},  // past rms_norm4's widest row
+                                         {40, 256, 512, false}}) {
+    for (int kind = 0; kind < 3; ++kind) {  // norm, weighted norm, swiglu
+      SCOPED_TRACE(testing::Message() << c.M << "x" << c.N << "x" << c.K << " kind " << kind);
+      Rng rng;
+      Tensor x = rand_host(rng, {c.M, c.K}, -3.f, 3.f);
+      for (int64_t r = 0; r < c.M; ++r)
+        for (int64_t k = 0; k < c.K; ++k) x.data_as<float>()[r * c.K + k] *= 0.01f + 7.f * r;
+      const Tensor up = rand_host(rng, {c.M, c.K}, -3.f, 3.f);
+      const Tensor nw = rand_host(rng, {c.K}, 0.5f, 1.5f), w = rand_host(rng, {c.N, c.K});
+      const Tensor dx = to_dev(*gpu, x), dup = to_dev(*gpu, up), dnw = to_dev(*gpu, nw);
+      const Tensor dw = to_dev(*gpu, w, true);
+      const TensorView nwv = kind == 1 ? dnw.view() : TensorView();
+      const float limit = 2.5f;
+      Tensor mid = dev_poisoned(*gpu, {c.M, c.K}), want = dev_poisoned(*gpu, {c.M, c.N});
+      if (kind < 2)
+        gpu->rms_norm(dx, nwv, 1e-6f, mid);
+      else
+        gpu->swiglu(dx, dup, limit, mid);
+      gpu->matmul(mid, dw, want);
+      Tensor got = dev_poisoned(*gpu, {c.M, c.N});
+      const int64_t fused = cuda_fused_a_products(*gpu);
+      if (kind < 2)
+        gpu->rms_norm_matmul(dx, nwv, 1e-6f, dw, got);
+      else
+        gpu->swiglu_matmul(dx, dup, limit, dw, got);
+      EXPECT_EQ(cuda_fused_a_products(*gpu) - fused, c.fused ? 1 : 0);
+      EXPECT_TRUE(floats(to_host(*gpu, want)) == floats(to_host(*gpu, got)));
+      Tensor cmid = host({c.M, c.K}), ref = host({c.M, c.N});
+      if (kind < 2)
+        cpu->rms_norm(x, kind == 1 ? nw.view() : TensorView(), 1e-6f, cmid);
+      else
+        cpu->swiglu(x, up, limit, cmid);
+      cpu->matmul(round_bf16(cmid), round_bf16(w), ref);
+      EXPECT_LE(rel_err(to_host(*gpu, got), ref), kTolBf16);
+    }
+  }
+  Rng rng;
+  const Tensor x = to_dev(*gpu, rand_host(rng, {2, 64})),
+               w = to_dev(*gpu, rand_host(rng, {8, 64}), true);
+  const Tensor out = gpu->empty({2, 8}), flat = to_dev(*gpu, rand_host(rng, {64}));
+  const Tensor short_w = to_dev(*gpu, rand_host(rng, {63}));
+  expect_error([&] { gpu->rms_norm_matmul(x, short_w, 1e-6f, w, out); }, "norm_weight");
+  expect_error([&] { gpu->rms_norm_matmul(flat, TensorView(), 1e-6f, w, out); }, "rms_norm_matmul");
+  expect_error([&] { gpu->swiglu_matmul(x, flat, 1.f, w, out); }, "up");
+  expect_error(
+      [&] {
+        cpu->swiglu_matmul(host({64}), host({64}), 1.f, host({8, 64}), host({1, 8}));
+      },
+      "swiglu_matmul");
+}
+
 struct HcInputs {
   Tensor X, fn, base, scale;
 };

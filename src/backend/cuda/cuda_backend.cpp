@@ -562,6 +562,11 @@ int64_t cuda_fused_q_norm_attention_calls(const Backend& backend) {
   return cuda ? cuda->fused_q_norm_attention_calls() : 0;
 }
 
+int64_t cuda_fused_a_products(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+  return cuda ? cuda->fused_a_products() : 0;
+}
+
 int64_t cuda_hc_post_mix_calls(const Backend& backend) {
   const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
   return cuda ? cuda->hc_post_mix_calls() : 0;

@@ -99,6 +99,16 @@ __device__ __forceinline__ float4 scale4(const float4& v, float inv, const float
   return make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
 }
 
+// SwiGLU of one gate / up pair with V4's clamps (limit > 0). Every kernel computing it goes
+// through this, so that they give the same bits.
+__device__ __forceinline__ float swiglu1(float g, float u, float limit) {
+  if (limit > 0.f) {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+  }
+  return g / (1.f + expf(-g)) * u;
+}
+
 // Max over the block, like block_sum.
 __device__ __forceinline__ float block_max(float v, float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -179,14 +179,6 @@ __global__ void rope_kernel(float* x, int64_t M, int64_t H, int64_t hd, const in
   }
 }
 
-__device__ __forceinline__ float swiglu1(float g, float u, float limit) {
-  if (limit > 0.f) {
-    g = fminf(g, limit);
-    u = fminf(fmaxf(u, -limit), limit);
-  }
-  return g / (1.f + expf(-g)) * u;
-}
-
 __global__ void swiglu_kernel(const float* g, const float* u, float limit, int64_t n, float* out,
                               uint16_t* out_bf16) {
   wait_for_prior_grid();

@@ -48,6 +48,10 @@ struct AttnParams {
   int32_t* err;
   AttnOutput o;  // out: fp32 (o.out) or bf16, de-rotated or not
   bool pairs;    // attention_stores_pairs
+  // q holds the heads before their unweighted RMSNorm and RoPE (attention_mma_norms_q): the
+  // block applies both as it stages them, rms_norm4_kernel's values.
+  bool q_norm;
+  float q_eps;
 };
 
 // The shared memory of a block: Q and a key chunk as hi / lo halves, the warps' partial scores,
@@ -149,25 +153,61 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
   // Q as hi/lo fp16, 4 dims per step: the loop has a fixed trip count, so every load is issued
   // before the stores (a dependent chain here cost more than the whole chunk loop at decode).
   const bool q_vec4 = (hd & 3) == 0 && (reinterpret_cast<uintptr_t>(p.q) & 15) == 0;
+  constexpr int kQSteps = kBlockHeads * hdp / 4 / kThreads;
+  float4 qv[kQSteps];
 #pragma unroll
-  for (int it = 0; it < kBlockHeads * hdp / 4 / kThreads; ++it) {
+  for (int it = 0; it < kQSteps; ++it) {
     const int i = threadIdx.x + it * kThreads;
     const int r = i / (hdp / 4), d = (i % (hdp / 4)) * 4;
     const int64_t h = h0 + r;
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    qv[it] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (h < p.H) {
       const float* qr = p.q + (m * p.H + h) * hd;
       if (q_vec4 && d + 3 < hd) {
-        const float4 f = __ldg(reinterpret_cast<const float4*>(qr + d));
-        v[0] = f.x;
-        v[1] = f.y;
-        v[2] = f.z;
-        v[3] = f.w;
+        qv[it] = __ldg(reinterpret_cast<const float4*>(qr + d));
       } else {
-        for (int c = 0; c < 4; ++c)
-          if (d + c < hd) v[c] = qr[d + c];
+        if (d < hd) qv[it].x = qr[d];
+        if (d + 1 < hd) qv[it].y = qr[d + 1];
+        if (d + 2 < hd) qv[it].z = qr[d + 2];
+        if (d + 3 < hd) qv[it].w = qr[d + 3];
       }
     }
+  }
+  if (p.q_norm) {
+    // rms_norm4_kernel's sums: a head is there one float4 per thread of hd / 4 threads, and
+    // here a warp holds 32 consecutive float4s of one head as its warp does (hdp / 4 is a
+    // multiple of 32), so each warp's sum is that warp's; the warps' sums then meet as in
+    // block_sum (sp is free until the key loop).
+    constexpr int kHeadWarps = hdp / 128;
+    const int nw = static_cast<int>((hd / 4 + 31) / 32);
+#pragma unroll
+    for (int it = 0; it < kQSteps; ++it) {
+      const int i = threadIdx.x + it * kThreads;
+      const float ws = warp_sum(sum_sq4(qv[it]));
+      if (lane == 0) sp[(i / (hdp / 4)) * kHeadWarps + (i % (hdp / 4)) / 32] = ws;
+    }
+    if (p.o.rope_R > 0) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
+    __syncthreads();
+    const int64_t first = hd - 2 * p.o.rope_R;  // the first rotated dim
+#pragma unroll
+    for (int it = 0; it < kQSteps; ++it) {
+      const int i = threadIdx.x + it * kThreads;
+      const int r = i / (hdp / 4), d = (i % (hdp / 4)) * 4;
+      const float ss = warp_sum(lane < nw ? sp[r * kHeadWarps + lane] : 0.f);
+      qv[it] = scale4(qv[it], inv_rms(ss, hd, p.q_eps), nullptr, 0);
+      if (d >= first && d < hd) {  // the table's sine is the inverse rotation's
+        const int pr = static_cast<int>(d - first) / 2;
+        rotate_by(qv[it].x, qv[it].y, rope_cs[pr], -rope_cs[p.o.rope_R + pr]);
+        rotate_by(qv[it].z, qv[it].w, rope_cs[pr + 1], -rope_cs[p.o.rope_R + pr + 1]);
+      }
+    }
+    __syncthreads();  // sp's sums are read
+  }
+#pragma unroll
+  for (int it = 0; it < kQSteps; ++it) {
+    const int i = threadIdx.x + it * kThreads;
+    const int r = i / (hdp / 4), d = (i % (hdp / 4)) * 4;
+    const float v[4] = {qv[it].x, qv[it].y, qv[it].z, qv[it].w};
     store_hi_lo(qs + r * ld + d, qs + (kBlockHeads + r) * ld + d, v);
   }
 
@@ -404,7 +444,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
 
   // The de-rotation's table, for rows written here (split rows are de-rotated as they merge).
   const bool derotate = p.o.rope_pos != nullptr && splits == 1;
-  if (derotate) {
+  if (derotate && !p.q_norm) {  // (q_norm: made before the key loop)
     rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
     __syncthreads();
   }
@@ -518,6 +558,13 @@ int64_t min_keys_per_split = kAttentionSplitKeys;
 
 }  // namespace
 
+bool attention_mma_norms_q(int64_t hd, int64_t R) {
+  // A warp's 32 float4s of a head must be rms_norm4_kernel's warp's (hdp / 4 a multiple of 32:
+  // hd > 64), and a float4 two whole rotated pairs or none.
+  return hd > 64 && hd <= kMaxAttnHeadDim && hd % 4 == 0 && R >= 0 && 2 * R <= hd &&
+         (hd - 2 * R) % 4 == 0;
+}
+
 void set_attention_split_keys(int64_t keys) {
   min_keys_per_split = std::max<int64_t>((keys + kChunk - 1) / kChunk, 1) * kChunk;
 }
@@ -559,8 +606,10 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                              bool rows_uniform, bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
                              float* workspace, int64_t partial_slots, const AttnOutput& out,
-                             int32_t* err, cudaStream_t stream) {
+                             const float* q_norm_eps, int32_t* err, cudaStream_t stream) {
   if (M <= 0 || H <= 0) return cudaSuccess;
+  if (q_norm_eps && (!attention_mma_norms_q(hd, out.rope_R) || (out.rope_R > 0 && !out.rope_pos)))
+    return cudaErrorInvalidValue;
   // Exactly one output; bf16 and the de-rotation write whole pairs.
   const bool pairs = attention_stores_pairs(
       hd, out.out ? static_cast<const void*>(out.out) : out.out_bf16, out.out_bf16 != nullptr);
@@ -576,15 +625,25 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
     return cudaErrorInvalidValue;
   if (any_split && !workspace) return cudaErrorInvalidValue;
   const int64_t blocks_per_row = rows_uniform && blocks % M == 0 ? blocks / M : 0;
-  const AttnParams p{q,         M,
-                     H,         hd,
-                     rows,      blocks_per_row,
-                     window,    list,
-                     count,     Kmax,
-                     sinks,     scale,
-                     workspace, any_split ? workspace + partial_slots * hd : nullptr,
-                     err,       out,
-                     pairs};
+  const AttnParams p{q,
+                     M,
+                     H,
+                     hd,
+                     rows,
+                     blocks_per_row,
+                     window,
+                     list,
+                     count,
+                     Kmax,
+                     sinks,
+                     scale,
+                     workspace,
+                     any_split ? workspace + partial_slots * hd : nullptr,
+                     err,
+                     out,
+                     pairs,
+                     q_norm_eps != nullptr,
+                     q_norm_eps ? *q_norm_eps : 0.f};
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)
