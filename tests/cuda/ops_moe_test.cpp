@@ -2,6 +2,7 @@
 // weights, accumulation into out, out-of-range experts rejected).
 #include <array>
 
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
 namespace deepinfer::cudatest {
@@ -198,6 +199,45 @@ TEST_F(Moe, MoeExpertsWithAPlanMadeAheadAreTheSame) {
         EXPECT_THROW(gpu->moe_experts(x, idx, wts, {dw1, dw3, dw2}, 3.f, other, ahead), Error);
     }
   set_cuda_wgmma(*gpu, true);
+}
+
+// The down GEMM's own combine (decode batches, DEEPINFER_CUDA_DOWN_COMBINE) gives the combine
+// kernel's bits: into a non-zero out, a partial last column tile, tokens picking one expert twice;
+// twice in a row (its tile counters reset); past kMoeDownCombineMaxTokens the kernel runs.
+TEST_F(Moe, DownGemmCombinesAsTheCombineKernel) {
+  SEED_TRACE();
+  const bool was = set_cuda_down_combine(*gpu, true);
+  for (const int64_t M : {int64_t{1}, int64_t{5}, cuda::kMoeDownCombineMaxTokens,
+                          cuda::kMoeDownCombineMaxTokens + 1}) {
+    SCOPED_TRACE(M);
+    Rng rng;
+    const int64_t D = 200, I = 64, E = 8, k = 3;
+    const Tensor x = to_dev(*gpu, rand_host(rng, {M, D}));
+    Tensor dw1 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
+    Tensor dw3 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
+    Tensor dw2 = to_dev(*gpu, rand_host(rng, {E, D, I}, -0.2f, 0.2f), true);
+    std::vector<int32_t> id(M * k);
+    for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
+    id[0] = id[1];  // one token's two slots on one expert
+    const Tensor idx = to_dev(*gpu, i32_host(id, {M, k}));
+    const Tensor wts = to_dev(*gpu, rand_host(rng, {M, k}, 0.f, 1.f));
+    const Tensor init = rand_host(rng, {M, D});
+    Tensor out[2];
+    for (int on = 0; on < 2; ++on) {
+      set_cuda_down_combine(*gpu, on == 1);
+      const int64_t calls = cuda_down_combines(*gpu);
+      out[on] = to_dev(*gpu, init);
+      gpu->moe_experts(x, idx, wts, {dw1, dw3, dw2}, 3.f, TensorView(), out[on]);
+      EXPECT_EQ(cuda_down_combines(*gpu) - calls,
+                on && M <= cuda::kMoeDownCombineMaxTokens ? 1 : 0);
+    }
+    const std::vector<float> want = floats(to_host(*gpu, out[0]));
+    EXPECT_TRUE(want == floats(to_host(*gpu, out[1])));
+    Tensor again = to_dev(*gpu, init);
+    gpu->moe_experts(x, idx, wts, {dw1, dw3, dw2}, 3.f, TensorView(), again);
+    EXPECT_TRUE(want == floats(to_host(*gpu, again))) << "a second call";
+  }
+  set_cuda_down_combine(*gpu, was);
 }
 
 }  // namespace

@@ -237,6 +237,7 @@ CudaBackend::CudaBackend(int device)
   set_attention_split_keys(env::get_int("DEEPINFER_ATTENTION_SPLIT_KEYS"));
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");
   hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
+  down_combine_ = env::get_bool("DEEPINFER_CUDA_DOWN_COMBINE");
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
         "CUDA backend: compute capability");
@@ -577,6 +578,19 @@ bool set_cuda_hc_post_mix(Backend& backend, bool on) {
   if (!cuda) return false;
   const bool was = cuda->hc_post_mix();
   cuda->set_hc_post_mix(on);
+  return was;
+}
+
+int64_t cuda_down_combines(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+  return cuda ? cuda->down_combines() : 0;
+}
+
+bool set_cuda_down_combine(Backend& backend, bool on) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
+  if (!cuda) return false;
+  const bool was = cuda->down_combine();
+  cuda->set_down_combine(on);
   return was;
 }
 

@@ -50,5 +50,9 @@ int64_t cuda_fused_a_products(const Backend& backend);
 // the switch that allows it (returns the previous setting; false off CUDA). For tests.
 int64_t cuda_hc_post_mix_calls(const Backend& backend);
 bool set_cuda_hc_post_mix(Backend& backend, bool on);
+// moe_experts calls whose down GEMM combined the experts' outputs (0 off CUDA), and the switch
+// that allows it (returns the previous setting; false off CUDA). For tests.
+int64_t cuda_down_combines(const Backend& backend);
+bool set_cuda_down_combine(Backend& backend, bool on);
 
 }  // namespace deepinfer

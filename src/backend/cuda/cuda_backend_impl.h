@@ -230,6 +230,11 @@ class CudaBackend final : public Backend {
   // hc_post_pre_norm calls whose expansion formed the mixing sums itself, for tests.
   int64_t hc_post_mix_calls() const { return hc_post_mix_calls_; }
   int64_t fused_a_products() const { return fused_a_products_; }
+  // moe_experts calls whose down GEMM combined the experts' outputs itself, for tests, and
+  // whether it may (DEEPINFER_CUDA_DOWN_COMBINE).
+  int64_t down_combines() const { return down_combines_; }
+  void set_down_combine(bool on) { down_combine_ = on; }
+  bool down_combine() const { return down_combine_; }
   // Whether hc_post_pre_norm may fold the mixing pass into the expansion
   // (DEEPINFER_CUDA_HC_POST_MIX).
   void set_hc_post_mix(bool on) { hc_post_mix_ = on; }
@@ -315,8 +320,10 @@ class CudaBackend final : public Backend {
   bool side_stream_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0,
-          fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0, fused_a_products_ = 0;
-  bool hc_post_mix_ = true;  // DEEPINFER_CUDA_HC_POST_MIX
+          fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0, fused_a_products_ = 0,
+          down_combines_ = 0;
+  bool hc_post_mix_ = true;   // DEEPINFER_CUDA_HC_POST_MIX
+  bool down_combine_ = true;  // DEEPINFER_CUDA_DOWN_COMBINE
   int64_t graph_key_ = 0;
   // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph
   // copies packet_host_ to packet_dev_ before its first node, one copy instead of one per

@@ -114,6 +114,13 @@ struct GroupedArgs {
   // the split's blocks of an output tile form one thread block cluster (blockIdx.z its rank),
   // and segment 0's block sums the others' partials out of their shared memory instead
   bool cluster_split = false;
+  // down only: the MoE combine of the call's c_tokens tokens (k slots each) into c_out, done
+  // for each column tile by the tile's last block to finish (counters [column tiles], zero
+  // between calls), so no combine kernel follows; the sums launch_moe_combine makes.
+  const int32_t* c_where = nullptr;
+  const float* c_weights = nullptr;
+  float* c_out = nullptr;
+  int64_t c_tokens = 0, c_k = 0;
   // resident A only (fp32 x): what its values become as they are staged, the values the op
   // producing them would have written. a_up: A = swiglu1(x, up, a_limit), up laid out like x.
   // a_norm: A = x / rms(x's row over all of K) [* a_norm_w] (rms_norm4_kernel's sums).
@@ -650,6 +657,25 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
             if (n + 1 < g.N) dst[n + 1] = v1;
           }
         }
+      }
+    if constexpr (kMode == kDownGemm)
+      if (g.c_out) {
+        // Count this block's arrival at its column tile once its rows of y are visible; the
+        // last of the call's tiles combines the tile's columns of every token.
+        __threadfence();
+        __syncthreads();
+        __shared__ int last;
+        if (tid == 0) last = atomicAdd(g.counters + ct, 1) == *g.num_tiles - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();  // the other blocks' rows are read after their arrivals
+        for (int64_t t = tid; t < g.c_tokens * (BN / 4); t += NT) {
+          const int64_t m = t / (BN / 4), d = n0 + (t % (BN / 4)) * 4;
+          if (d >= g.N) continue;
+          float4* o = reinterpret_cast<float4*>(g.c_out + m * g.N + d);
+          *o = moe_combine4(*o, g.y_out, g.c_where, g.c_weights, m, g.c_k, g.N, d);
+        }
+        if (tid == 0) g.counters[ct] = 0;
       }
     return;
   }

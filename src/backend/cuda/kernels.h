@@ -291,10 +291,24 @@ cudaError_t launch_moe_up_gemm(const float* x, const int32_t* row_token, const i
                                const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
                                int tile_rows, const uint16_t* w1, const uint16_t* w3, int64_t I,
                                int64_t D, float limit, uint16_t* act, cudaStream_t stream);
+// The down GEMM's combine (launch_moe_combine's sums of y into out [M, D]) done by each column
+// tile's last block, where moe_down_combines: the tokens' where / weights [M, k] and
+// kDenseSplitCounters zeroed ints (left zeroed).
+struct MoeDownCombine {
+  const int32_t* where;
+  const float* weights;
+  int64_t M, k;
+  float* out;
+  int32_t* counters;
+};
+// Up to this many tokens (decode batches) the down GEMM combines; past it a combine kernel
+// follows (the same sums).
+inline constexpr int64_t kMoeDownCombineMaxTokens = 16;
+bool moe_down_combines(int64_t M, int64_t D, int tile_rows, const float* y, const float* out);
 cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
                                  const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
                                  const uint16_t* w2, int64_t D, int64_t I, float* y,
-                                 cudaStream_t stream);
+                                 const MoeDownCombine* combine, cudaStream_t stream);
 // The same two GEMMs on Hopper's warpgroup MMA (kernels_expert_wgmma.cu) over a plan of
 // kMoeWgmmaTileRows-row tiles, with x already bf16 ([*, D], D % 8 == 0, I % 8 == 0, 16-byte
 // aligned rows; the E experts' weights 16-byte aligned, read by TMA): the same arithmetic per

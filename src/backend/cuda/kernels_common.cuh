@@ -109,6 +109,26 @@ __device__ __forceinline__ float swiglu1(float g, float u, float limit) {
   return g / (1.f + expf(-g)) * u;
 }
 
+// The MoE combine of 4 columns d.. of token m: o (out's old values) + sum_j w[m, j] *
+// y[where[m, j]] in slot order (where < 0: skipped), as explicit FMAs, so that every kernel
+// combining gives the same bits. y is read through L2 (other blocks of the caller's grid may
+// have just written it).
+__device__ __forceinline__ float4 moe_combine4(float4 o, const float* y, const int32_t* where,
+                                               const float* w, int64_t m, int64_t k, int64_t D,
+                                               int64_t d) {
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t r = where[m * k + j];
+    if (r < 0) continue;
+    const float wj = w[m * k + j];
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(y + r * D + d));
+    o.x = __fmaf_rn(wj, v.x, o.x);
+    o.y = __fmaf_rn(wj, v.y, o.y);
+    o.z = __fmaf_rn(wj, v.z, o.z);
+    o.w = __fmaf_rn(wj, v.w, o.w);
+  }
+  return o;
+}
+
 // Max over the block, like block_sum.
 __device__ __forceinline__ float block_max(float v, float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -45,12 +45,29 @@ cudaError_t launch_moe_up_gemm(const float* x, const int32_t* row_token, const i
 cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
                                  const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
                                  const uint16_t* w2, int64_t D, int64_t I, float* y,
-                                 cudaStream_t stream) {
+                                 const MoeDownCombine* combine, cudaStream_t stream) {
   if (max_tiles <= 0 || D <= 0) return cudaSuccess;
   if (I % 8 != 0) return cudaErrorInvalidValue;
   GroupedArgs a{nullptr, act, nullptr, offsets, tiles,   num_tiles, w2,
                 nullptr, D,   I,       0.f,     nullptr, y};
+  if (combine) {
+    if (!moe_down_combines(combine->M, D, tile_rows, y, combine->out) || !combine->counters)
+      return cudaErrorInvalidValue;
+    a.c_where = combine->where;
+    a.c_weights = combine->weights;
+    a.c_out = combine->out;
+    a.c_tokens = combine->M;
+    a.c_k = combine->k;
+    a.counters = combine->counters;
+  }
   return launch_shape<kDownGemm>(a, max_tiles, tile_rows, stream);
+}
+
+bool moe_down_combines(int64_t M, int64_t D, int tile_rows, const float* y, const float* out) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  const int64_t bn = tile_rows == Wide::BM ? Wide::BN : Narrow::BN;
+  return M >= 1 && M <= kMoeDownCombineMaxTokens && D % 4 == 0 &&
+         (D + bn - 1) / bn <= kDenseSplitCounters && aligned(y) && aligned(out);
 }
 
 }  // namespace deepinfer::cuda

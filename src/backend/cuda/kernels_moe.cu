@@ -198,7 +198,7 @@ __global__ void combine_kernel(const float* y, const int32_t* where, const float
     float o = out[t];
     for (int64_t j = 0; j < k; ++j) {
       const int64_t r = where[m * k + j];
-      if (r >= 0) o += w[m * k + j] * y[r * D + d];
+      if (r >= 0) o = __fmaf_rn(w[m * k + j], y[r * D + d], o);
     }
     out[t] = o;
   }
@@ -213,18 +213,8 @@ __global__ void combine4_kernel(const float* y, const int32_t* where, const floa
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
     const int64_t m = t / D4, d = (t % D4) * 4;
-    float4 o = *reinterpret_cast<const float4*>(out + m * D + d);
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t r = where[m * k + j];
-      if (r < 0) continue;
-      const float wj = w[m * k + j];
-      const float4 v = __ldg(reinterpret_cast<const float4*>(y + r * D + d));
-      o.x += wj * v.x;
-      o.y += wj * v.y;
-      o.z += wj * v.z;
-      o.w += wj * v.w;
-    }
-    *reinterpret_cast<float4*>(out + m * D + d) = o;
+    float4* o = reinterpret_cast<float4*>(out + m * D + d);
+    *o = moe_combine4(*o, y, where, w, m, k, D, d);
   }
 }
 
