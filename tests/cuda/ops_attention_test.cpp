@@ -528,6 +528,55 @@ TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {
   set_cuda_wgmma(*gpu, true);
 }
 
+// Rows whose keys are split over blocks are merged by their last block to finish bitwise as the
+// merge kernel merges them (DEEPINFER_ATTENTION_MERGE_IN_KERNEL): decode rows of V4's heads and a
+// short head count, fp32 out, bf16 de-rotated out and an fp32 out not stored by pairs, each twice
+// in a row (the counters reset).
+TEST_F(Attn, SplitRowsMergeInTheirLastBlockAsTheMergeKernelDoes) {
+  SEED_TRACE();
+  Rng rng;
+  const int sms = cuda::list_devices().at(0).multiprocessors;
+  for (auto [H, hd, R] : std::vector<std::array<int64_t, 3>>{{64, 512, 32}, {37, 128, 8}}) {
+    const int64_t M = 3, n = M * H * hd;
+    const Tensor q = to_dev(*gpu, rand_host(rng, {M, H, hd}));
+    const Tensor kv = to_dev(*gpu, rand_host(rng, {200, hd})),
+                 comp = to_dev(*gpu, rand_host(rng, {600, hd}));
+    const Tensor vis = to_dev(*gpu, i32_host(std::vector<int32_t>{600, 0, 333}, {M}));
+    const Tensor sinks = to_dev(*gpu, rand_host(rng, {H}, -2.f, 2.f));
+    Tensor f = host({R});
+    for (int64_t i = 0; i < R; ++i) f.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
+    const Tensor freq = to_dev(*gpu, f),
+                 pos = to_dev(*gpu, i32_host(std::vector<int32_t>{5, 900, 77777}, {M}));
+    const std::vector<Backend::AttentionSegment> segs{
+        {0, M, kv.view(), comp.view(), TensorView(), vis.view()}};
+    ASSERT_GT(cuda::attention_splits(M, H, 128 + 600, sms), 1);
+    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+    for (int kind = 0; kind < 3; ++kind) {  // fp32, bf16 de-rotated, fp32 not by pairs
+      SCOPED_TRACE(testing::Message() << "H " << H << " kind " << kind);
+      Tensor got[2];
+      for (int in_kernel = 0; in_kernel < 2; ++in_kernel) {
+        const bool was = cuda::set_attention_merge_in_kernel(in_kernel == 1);
+        for (int rep = 0; rep < 2; ++rep) {
+          Tensor buf = kind == 1 ? bf16_poisoned(*gpu, {n}) : dev_poisoned(*gpu, {n + 1});
+          const TensorView out =
+              buf.view().slice_rows(kind == 2 ? 1 : 0, kind == 2 ? n + 1 : n).reshape({M, H, hd});
+          if (kind == 1)
+            gpu->attention_batch_derotated(q, segs, 128, sinks, scale, pos, freq, out);
+          else
+            gpu->attention_batch(q, segs, 128, sinks, scale, out);
+          if (rep == 0)
+            got[in_kernel] = std::move(buf);
+          else
+            EXPECT_TRUE(same_bytes(*gpu, got[in_kernel], buf))
+                << "in kernel " << in_kernel << ", again";
+        }
+        cuda::set_attention_merge_in_kernel(was);
+      }
+      EXPECT_TRUE(same_bytes(*gpu, got[0], got[1]));
+    }
+  }
+}
+
 // The mma.sync kernel's in-block query norm on other head shapes (a head count short of the
 // 16-head groups, 128- and 320-dim heads: a last warp of a head partly padding), a decode row
 // and a chunk of 40, their keys split over blocks; and an output the kernels cannot store by pairs,

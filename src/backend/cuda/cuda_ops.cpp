@@ -434,7 +434,8 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   check(launch_attention(qp, M, H, hd, rows_ptr, groups_per_block, quarter_warps, blocks, uniform,
                          slots > 0, window, list, count, Kmax, sinks.data_as<float>(), scale,
                          static_cast<float*>(workspace.get()), slots, dst,
-                         q_in_kernel ? q_norm_eps : nullptr, ctx_->error_word(), ctx_->stream()),
+                         q_in_kernel ? q_norm_eps : nullptr, ctx_->split_counters(),
+                         ctx_->error_word(), ctx_->stream()),
         op);
   fused_q_norm_attention_calls_ += q_in_kernel;
   if (in_kernel) return;

@@ -52,7 +52,50 @@ struct AttnParams {
   // block applies both as it stages them, rms_norm4_kernel's values.
   bool q_norm;
   float q_eps;
+  // Non-null: the splits of a (row, head block) are merged by the last of their blocks to finish
+  // (a counter per the group's first block, zero between calls) instead of the merge kernel.
+  int32_t* merge_counters;
 };
+
+// The merge of one head's split partials with its sink (ml: [split][running max, running sum]):
+// each split's weight exp(m_s - mx) into e (-1: an empty split, skipped), and 1 / the
+// denominator. Both mergers (the merge kernel and the kernel's last blocks) go through this and
+// merge_value, so they give the same bits.
+__device__ __forceinline__ float merge_weights(const float* ml, int splits, float sink, float* e) {
+  float mx = sink;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, __ldcg(ml + 2 * s));
+  float den = expf(sink - mx);
+  for (int s = 0; s < splits; ++s) {
+    const float m = __ldcg(ml + 2 * s);
+    e[s] = m == neg_inf() ? -1.f : expf(m - mx);
+    if (e[s] >= 0.f) den = __fmaf_rn(__ldcg(ml + 2 * s + 1), e[s], den);
+  }
+  return 1.f / den;
+}
+// Output dim d of the merged head: the splits' partials (part: [split][hd]) by their weights.
+__device__ __forceinline__ float merge_value(const float* part, const float* e, int splits,
+                                             int64_t hd, int64_t d, float inv) {
+  float o = 0.f;
+  for (int s = 0; s < splits; ++s)
+    if (e[s] >= 0.f) o = __fmaf_rn(__ldcg(part + s * hd + d), e[s], o);
+  return o * inv;
+}
+// Writes dims (d, d + 1) of merged head mh (or d alone, not by pairs), de-rotated by the table
+// (cos, then the inverse rotation's sin) where out has a position.
+__device__ __forceinline__ void merge_store(const AttnOutput& out, bool pairs, int64_t mh,
+                                            int64_t hd, int64_t d, float v0, float v1,
+                                            const float* cs) {
+  if (!pairs) {
+    out.out[mh * hd + d] = v0;
+    return;
+  }
+  const int64_t first = hd - 2 * out.rope_R;
+  if (out.rope_pos && d >= first) {
+    const int64_t i = (d - first) / 2;
+    rotate_by(v0, v1, cs[i], cs[out.rope_R + i]);
+  }
+  store_out_pair(out, mh * hd, static_cast<int>(d), v0, v1);
+}
 
 // The shared memory of a block: Q and a key chunk as hi / lo halves, the warps' partial scores,
 // the chunk's key pointers, `raw` (piped: the next chunk's fp32 keys or halves) and the RoPE
@@ -491,6 +534,41 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
       ml[1] = run_sum[r];
     }
   }
+  if (splits == 1 || !p.merge_counters) return;
+  // The last of this head block's splits to finish merges them (heads h0 ..), the merge
+  // kernel's values.
+  __threadfence();
+  __syncthreads();
+  __shared__ int last;
+  int32_t* counter = p.merge_counters + (row.first_block + g * splits);
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();                     // the other splits' partials are read after their arrivals
+  constexpr int kMaxMergeSplits = 64;  // attention_splits' cap
+  float* e = sp;                       // [head][split]
+  float* inv = sp + kBlockHeads * kMaxMergeSplits;
+  for (int hh = threadIdx.x; hh < kBlockHeads; hh += kThreads) {
+    const int64_t h = h0 + hh;
+    if (h < p.H)
+      inv[hh] = merge_weights(p.part_ml + (row.part_off * p.H + h * splits) * 2, splits, p.sinks[h],
+                              e + hh * kMaxMergeSplits);
+  }
+  if (p.o.rope_pos) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
+  __syncthreads();
+  const int step = p.pairs ? 2 : 1;
+  const int64_t per_head = (hd + step - 1) / step;
+  for (int64_t t = threadIdx.x; t < kBlockHeads * per_head; t += kThreads) {
+    const int hh = static_cast<int>(t / per_head);
+    const int64_t h = h0 + hh, d = (t % per_head) * step;
+    if (h >= p.H) continue;
+    const float* part = p.part_o + (row.part_off * p.H + h * splits) * hd;
+    const float* eh = e + hh * kMaxMergeSplits;
+    const float v0 = merge_value(part, eh, splits, hd, d, inv[hh]);
+    const float v1 = p.pairs ? merge_value(part, eh, splits, hd, d + 1, inv[hh]) : 0.f;
+    merge_store(p.o, p.pairs, m * p.H + h, hd, d, v0, v1, rope_cs);
+  }
+  if (threadIdx.x == 0) *counter = 0;
 }
 
 // One block per (query, head) of the rows with splits > 1: merges the splits' partials and the
@@ -499,36 +577,22 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
                                              const float* part_ml, int64_t hd, const float* sinks,
                                              int64_t H, AttnOutput out, bool pairs) {
   wait_for_prior_grid();
+  __shared__ float e[64];                // attention_splits' cap
+  __shared__ float cs[kMaxAttnHeadDim];  // the de-rotation's table
+  __shared__ float inv;
   const int64_t mh = blockIdx.x, m = mh / H, h = mh % H;
   const int splits = rows[m].splits;
   if (splits <= 1) return;
   const int64_t slot0 = rows[m].part_off * H + h * splits;
-  const float* ml = part_ml + slot0 * 2;
-  float mx = sinks[h];
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml[2 * s]);
-  float den = expf(sinks[h] - mx);
-  for (int s = 0; s < splits; ++s)
-    if (ml[2 * s] != neg_inf()) den += ml[2 * s + 1] * expf(ml[2 * s] - mx);
-  const float inv = 1.f / den;
-  auto value = [&](int64_t d) {
-    float o = 0.f;
-    for (int s = 0; s < splits; ++s)
-      if (ml[2 * s] != neg_inf()) o += part_o[(slot0 + s) * hd + d] * expf(ml[2 * s] - mx);
-    return o * inv;
-  };
-  if (!pairs) {  // fp32 only (launch_attention)
-    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) out.out[mh * hd + d] = value(d);
-    return;
-  }
-  const int64_t first = hd - 2 * out.rope_R;
-  for (int d = 2 * threadIdx.x; d < hd; d += 2 * blockDim.x) {
-    float v0 = value(d), v1 = value(d + 1);
-    if (out.rope_pos && d >= first) {
-      float cf, sf;
-      rope_cos_sin(out.rope_pos[m], out.rope_freq[(d - first) / 2], -1.f, &cf, &sf);
-      rotate_by(v0, v1, cf, sf);
-    }
-    store_out_pair(out, mh * hd, d, v0, v1);
+  if (threadIdx.x == 0) inv = merge_weights(part_ml + slot0 * 2, splits, sinks[h], e);
+  if (out.rope_pos) rope_table(out.rope_pos[m], out.rope_freq, out.rope_R, cs);
+  __syncthreads();
+  const float* part = part_o + slot0 * hd;
+  const int step = pairs ? 2 : 1;
+  for (int64_t d = step * threadIdx.x; d < hd; d += step * blockDim.x) {
+    const float v0 = merge_value(part, e, splits, hd, d, inv);
+    const float v1 = pairs ? merge_value(part, e, splits, hd, d + 1, inv) : 0.f;
+    merge_store(out, pairs, mh, hd, d, v0, v1, cs);
   }
 }
 
@@ -554,6 +618,7 @@ cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_war
 
 // The tunables' values (set_attention_pair_blocks, set_attention_split_keys).
 int64_t pair_blocks_per_sm = kAttentionPairBlocksPerSm;
+bool merge_in_kernel = true;
 int64_t min_keys_per_split = kAttentionSplitKeys;
 
 }  // namespace
@@ -567,6 +632,16 @@ bool attention_mma_norms_q(int64_t hd, int64_t R) {
 
 void set_attention_split_keys(int64_t keys) {
   min_keys_per_split = std::max<int64_t>((keys + kChunk - 1) / kChunk, 1) * kChunk;
+}
+
+bool set_attention_merge_in_kernel(bool on) {
+  const bool was = merge_in_kernel;
+  merge_in_kernel = on;
+  return was;
+}
+
+bool attention_merges_in_kernel(int64_t blocks) {
+  return merge_in_kernel && blocks <= kDenseSplitCounters;
 }
 
 void set_attention_pair_blocks(int64_t per_sm) {
@@ -606,7 +681,8 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                              bool rows_uniform, bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
                              float* workspace, int64_t partial_slots, const AttnOutput& out,
-                             const float* q_norm_eps, int32_t* err, cudaStream_t stream) {
+                             const float* q_norm_eps, int32_t* counters, int32_t* err,
+                             cudaStream_t stream) {
   if (M <= 0 || H <= 0) return cudaSuccess;
   if (q_norm_eps && (!attention_mma_norms_q(hd, out.rope_R) || (out.rope_R > 0 && !out.rope_pos)))
     return cudaErrorInvalidValue;
@@ -643,7 +719,8 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                      out,
                      pairs,
                      q_norm_eps != nullptr,
-                     q_norm_eps ? *q_norm_eps : 0.f};
+                     q_norm_eps ? *q_norm_eps : 0.f,
+                     any_split && attention_merges_in_kernel(blocks) ? counters : nullptr};
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)
@@ -654,7 +731,7 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
     e = launch_nt<8>(p, groups_per_block, quarter_warps, nblocks, stream);
   else
     e = launch_nt<16>(p, groups_per_block, quarter_warps, nblocks, stream);
-  if (e != cudaSuccess || !any_split) return e;
+  if (e != cudaSuccess || !any_split || p.merge_counters) return e;
   return launch_kernel(flash_attention_merge_kernel, static_cast<unsigned>(M * H), 128, 0, stream,
                        rows, p.part_o, p.part_ml, hd, sinks, H, out, pairs);
 }
