@@ -107,26 +107,6 @@ class Backend {
   // round x to, made by x's producer.
   virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& out,
                       bool accumulate = false) = 0;
-  // matmul(rms_norm(x, norm_weight, eps), w, out) and matmul(swiglu(gate, up, limit), w, out): one
-  // op each so that a backend can form x's values as the product reads them (a decode row's
-  // norm or swiglu kernel and its output gone); the same values as the two in turn, which is
-  // what these defaults run. x, gate, up F32 [M, K].
-  virtual void rms_norm_matmul(const TensorView& x, const TensorView& norm_weight, float eps,
-                               const TensorView& w, const TensorView& out) {
-    DI_CHECK(x.ndim() == 2, ErrorCode::kInvalidArgument,
-             "rms_norm_matmul: x is {}, expected [M, K]", x.shape_str());
-    Tensor normed = empty({x.dim(0), x.dim(1)});
-    rms_norm(x, norm_weight, eps, normed);
-    matmul(normed, w, out);
-  }
-  virtual void swiglu_matmul(const TensorView& gate, const TensorView& up, float limit,
-                             const TensorView& w, const TensorView& out) {
-    DI_CHECK(gate.ndim() == 2, ErrorCode::kInvalidArgument,
-             "swiglu_matmul: gate is {}, expected [M, K]", gate.shape_str());
-    Tensor h = empty({gate.dim(0), gate.dim(1)});
-    swiglu(gate, up, limit, h);
-    matmul(h, w, out);
-  }
   // Block-diagonal projection: x [M, G, K], w [G*N, K] (block g = rows g*N .. g*N+N-1),
   // out [M, G, N]: out[m, g] = x[m, g] @ w_g^T.
   virtual void grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) = 0;

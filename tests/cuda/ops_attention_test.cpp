@@ -529,9 +529,9 @@ TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {
 }
 
 // Rows whose keys are split over blocks are merged by their last block to finish bitwise as the
-// merge kernel merges them (DEEPINFER_ATTENTION_MERGE_IN_KERNEL): decode rows of V4's heads and a
-// short head count, fp32 out, bf16 de-rotated out and an fp32 out not stored by pairs, each twice
-// in a row (the counters reset).
+// merge kernel merges them (DEEPINFER_ATTENTION_MERGE_IN_KERNEL): decode rows of V4's heads, fp32
+// out and bf16 de-rotated out, each twice in a row (the counters reset); heads of 128 dims and an
+// fp32 out not stored by pairs, which the merge kernel serves either way.
 TEST_F(Attn, SplitRowsMergeInTheirLastBlockAsTheMergeKernelDoes) {
   SEED_TRACE();
   Rng rng;
@@ -550,6 +550,8 @@ TEST_F(Attn, SplitRowsMergeInTheirLastBlockAsTheMergeKernelDoes) {
     const std::vector<Backend::AttentionSegment> segs{
         {0, M, kv.view(), comp.view(), TensorView(), vis.view()}};
     ASSERT_GT(cuda::attention_splits(M, H, 128 + 600, sms), 1);
+    EXPECT_EQ(cuda::attention_merges_in_kernel(M * 4 * 2, hd, true), hd == 512);
+    EXPECT_FALSE(cuda::attention_merges_in_kernel(M * 4 * 2, hd, false));
     const float scale = 1.f / std::sqrt(static_cast<float>(hd));
     for (int kind = 0; kind < 3; ++kind) {  // fp32, bf16 de-rotated, fp32 not by pairs
       SCOPED_TRACE(testing::Message() << "H " << H << " kind " << kind);

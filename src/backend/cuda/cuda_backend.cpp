@@ -236,6 +236,7 @@ CudaBackend::CudaBackend(int device)
   set_attention_pair_blocks(env::get_int("DEEPINFER_ATTENTION_PAIR_BLOCKS"));
   set_attention_split_keys(env::get_int("DEEPINFER_ATTENTION_SPLIT_KEYS"));
   set_attention_merge_in_kernel(env::get_bool("DEEPINFER_ATTENTION_MERGE_IN_KERNEL"));
+  set_attention_q_norm_in_kernel(env::get_bool("DEEPINFER_ATTENTION_Q_NORM_IN_KERNEL"));
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");
   hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
   down_combine_ = env::get_bool("DEEPINFER_CUDA_DOWN_COMBINE");
@@ -562,11 +563,6 @@ int64_t cuda_wgmma_attention_calls(const Backend& backend) {
 int64_t cuda_fused_q_norm_attention_calls(const Backend& backend) {
   const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
   return cuda ? cuda->fused_q_norm_attention_calls() : 0;
-}
-
-int64_t cuda_fused_a_products(const Backend& backend) {
-  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
-  return cuda ? cuda->fused_a_products() : 0;
 }
 
 int64_t cuda_hc_post_mix_calls(const Backend& backend) {

@@ -43,9 +43,6 @@ int64_t cuda_wgmma_attention_calls(const Backend& backend);
 int64_t cuda_fused_hc_pre_norm_calls(const Backend& backend);
 // attention_batch_raw_q calls whose attention kernel normalised the queries (0 off CUDA).
 int64_t cuda_fused_q_norm_attention_calls(const Backend& backend);
-// rms_norm_matmul / swiglu_matmul calls whose product formed x's values as it staged them (0
-// off CUDA). For tests.
-int64_t cuda_fused_a_products(const Backend& backend);
 // hc_post_pre_norm calls whose expansion formed the next site's mixing sums (0 off CUDA), and
 // the switch that allows it (returns the previous setting; false off CUDA). For tests.
 int64_t cuda_hc_post_mix_calls(const Backend& backend);

@@ -31,8 +31,6 @@
 
 namespace deepinfer::cuda {
 
-struct DenseATransform;  // kernels.h
-
 // Throws deepinfer::Error (kInternal, or kOutOfMemory for allocation failures) naming `what`.
 void check(cudaError_t err, const char* what);
 void check(cublasStatus_t status, const char* what);
@@ -135,10 +133,6 @@ class CudaBackend final : public Backend {
 
   void matmul(const TensorView& x, const TensorView& w, const TensorView& out,
               bool accumulate = false) override;
-  void rms_norm_matmul(const TensorView& x, const TensorView& norm_weight, float eps,
-                       const TensorView& w, const TensorView& out) override;
-  void swiglu_matmul(const TensorView& gate, const TensorView& up, float limit, const TensorView& w,
-                     const TensorView& out) override;
   void grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) override;
   void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) override;
   void add(const TensorView& a, const TensorView& b, const TensorView& out) override;
@@ -229,7 +223,6 @@ class CudaBackend final : public Backend {
   int64_t fused_hc_pre_norm_calls() const { return fused_hc_pre_norm_calls_; }
   // hc_post_pre_norm calls whose expansion formed the mixing sums itself, for tests.
   int64_t hc_post_mix_calls() const { return hc_post_mix_calls_; }
-  int64_t fused_a_products() const { return fused_a_products_; }
   // moe_experts calls whose down GEMM combined the experts' outputs itself, for tests, and
   // whether it may (DEEPINFER_CUDA_DOWN_COMBINE).
   int64_t down_combines() const { return down_combines_; }
@@ -292,10 +285,6 @@ class CudaBackend final : public Backend {
   bool tile_gemm_f32(const char* op, const float* x, int64_t ldx, int64_t sx, const void* w,
                      int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so, int64_t M,
                      int64_t N, int64_t K, int64_t batch, bool accumulate);
-  // rms_norm_matmul / swiglu_matmul's product of x [M, K] (the gate for swiglu) and w into out
-  // with x's values formed as the tiles stage them, where they take it (else false: nothing ran).
-  bool fused_a_product(const char* op, const TensorView& x, const TensorView& w,
-                       const TensorView& out, const DenseATransform& t);
   void check_error_word();
   // Called before anything that makes the host wait for the device: throws inside a sync-free
   // region (unless the guard is disabled).
@@ -320,8 +309,7 @@ class CudaBackend final : public Backend {
   bool side_stream_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0,
-          fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0, fused_a_products_ = 0,
-          down_combines_ = 0;
+          fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0, down_combines_ = 0;
   bool hc_post_mix_ = true;   // DEEPINFER_CUDA_HC_POST_MIX
   bool down_combine_ = true;  // DEEPINFER_CUDA_DOWN_COMBINE
   int64_t graph_key_ = 0;

@@ -123,53 +123,6 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
        accumulate ? 1.f : 0.f);
 }
 
-bool CudaBackend::fused_a_product(const char* op, const TensorView& x, const TensorView& w,
-                                  const TensorView& out, const DenseATransform& t) {
-  if (w.dtype() != DType::kBF16 || x.ndim() != 2 || w.ndim() != 2) return false;
-  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
-  expect(op, "x", x, DType::kF32, {M, K});
-  expect(op, "w", w, DType::kBF16, {N, K});
-  expect(op, "out", out, DType::kF32, {M, N});
-  expect_no_alias(op, "out", out, "x", x);
-  if (M == 0 || N == 0 ||
-      !dense_gemm_f32_transform_supported(M, N, K, 1, K, K, x.data_as<float>(), w.data(), t))
-    return false;
-  std::shared_ptr<void> partials;
-  if (const int64_t n = dense_gemm_partials(M, N, K, 1); n > 0)
-    partials = scratch(static_cast<size_t>(n) * sizeof(float));
-  check(launch_dense_gemm_f32_transformed(
-            x.data_as<float>(), K, w.data_as<uint16_t>(), K, out.data_as<float>(), N, M, N, K,
-            false, static_cast<float*>(partials.get()), ctx_->split_counters(), t, ctx_->stream()),
-        op);
-  ++fused_a_products_;
-  return true;
-}
-
-void CudaBackend::rms_norm_matmul(const TensorView& x, const TensorView& norm_weight, float eps,
-                                  const TensorView& w, const TensorView& out) {
-  const char* op = "rms_norm_matmul";
-  OpScope s(*this, op);
-  expect(op, "x", x, DType::kF32, {kAny, kAny});
-  if (given(norm_weight)) expect(op, "norm_weight", norm_weight, DType::kF32, {x.dim(1)});
-  DenseATransform t;
-  t.norm = true;
-  t.norm_w = given(norm_weight) ? norm_weight.data_as<float>() : nullptr;
-  t.eps = eps;
-  if (!fused_a_product(op, x, w, out, t)) Backend::rms_norm_matmul(x, norm_weight, eps, w, out);
-}
-
-void CudaBackend::swiglu_matmul(const TensorView& gate, const TensorView& up, float limit,
-                                const TensorView& w, const TensorView& out) {
-  const char* op = "swiglu_matmul";
-  OpScope s(*this, op);
-  expect(op, "gate", gate, DType::kF32, {kAny, kAny});
-  expect_like(op, "up", up, "gate", gate);
-  DenseATransform t;
-  t.up = up.data_as<float>();
-  t.limit = limit;
-  if (!fused_a_product(op, gate, w, out, t)) Backend::swiglu_matmul(gate, up, limit, w, out);
-}
-
 void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) {
   const char* op = "grouped_matmul";
   OpScope s(*this, op);

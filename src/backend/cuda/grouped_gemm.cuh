@@ -121,42 +121,7 @@ struct GroupedArgs {
   const float* c_weights = nullptr;
   float* c_out = nullptr;
   int64_t c_tokens = 0, c_k = 0;
-  // resident A only (fp32 x): what its values become as they are staged, the values the op
-  // producing them would have written. a_up: A = swiglu1(x, up, a_limit), up laid out like x.
-  // a_norm: A = x / rms(x's row over all of K) [* a_norm_w] (rms_norm4_kernel's sums).
-  const float* a_up = nullptr;
-  float a_limit = 0.f;
-  bool a_norm = false;
-  const float* a_norm_w = nullptr;
-  float a_eps = 0.f;
 };
-
-// rms_norm4_kernel's 1 / rms of a row of K values (K % 4 == 0, <= kRmsNorm4MaxCols) computed by
-// one warp: that kernel holds the row one float4 per thread and sums each warp's 32 squares, then
-// the warps' sums; here the warp takes its warps' float4s eight at a time (the same butterflies,
-// side by side) and keeps warp w's sum in lane w for the last one.
-__device__ __forceinline__ float warp_row_inv_rms(const float* x, int64_t K, float eps) {
-  const int lane = threadIdx.x & 31;
-  const int nw = static_cast<int>((K / 4 + 31) / 32);
-  float mine = 0.f;
-  for (int w0 = 0; w0 < nw; w0 += 8) {
-    float p[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int64_t c = (static_cast<int64_t>(w0 + j) * 32 + lane) * 4;
-      p[j] = sum_sq4(w0 + j < nw && c < K ? __ldg(reinterpret_cast<const float4*>(x + c))
-                                          : make_float4(0.f, 0.f, 0.f, 0.f));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) p[j] += __shfl_xor_sync(0xffffffffu, p[j], o);
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (w0 + j == lane) mine = p[j];
-  }
-  return inv_rms(warp_sum(lane < nw ? mine : 0.f), K, eps);
-}
 
 // Clusters of a split's segments: at most this many (the portable cluster size); more segments
 // take the workspace and counters.
@@ -487,54 +452,30 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   const int64_t lda = resident_lda(KT - kt0);
   __nv_bfloat16* a_zero = Ares + rows * lda;
   if constexpr (kResA) {
-    static_assert(NT == 32, "resident A's rows are normed by one warp");
-    __shared__ float row_inv[BM];  // a_norm: each row's 1 / rms
-    if (g.a_norm) {
-      for (int r = 0; r < rows; ++r) {
-        const float inv =
-            warp_row_inv_rms(g.x_f32 + blockIdx.y * g.sx + (r0 + r) * g.ldx, K, g.a_eps);
-        if (lane == 0) row_inv[r] = inv;
-      }
-      __syncwarp();
-    }
     // 32-bit positions stepped without division (a 64-bit divide per load made this prologue
     // ~1800 instructions, half a one-row product's time in ncu's samples).
-    const int64_t a_off = blockIdx.y * g.sx + r0 * g.ldx + static_cast<int64_t>(kt0) * kBK;
-    const float* xa = g.x_f32 + a_off;
-    const float* ua = g.a_up ? g.a_up + a_off : nullptr;
+    const float* xa = g.x_f32 + blockIdx.y * g.sx + r0 * g.ldx + static_cast<int64_t>(kt0) * kBK;
     const int per_row = (KT - kt0) * (kBK / 4);  // float4s of a row's segment (a multiple of 16)
     const int k_left = static_cast<int>(K - static_cast<int64_t>(kt0) * kBK);  // valid k
     constexpr int kBatch = 16;                  // float4 loads in flight per thread
     int r = tid / per_row, k4 = tid % per_row;  // this thread's next float4 (row, column)
     while (r < rows) {
-      float4 v[kBatch], up[kBatch];
+      float4 v[kBatch];
       int vr[kBatch], vk[kBatch];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         vr[u] = r;
         vk[u] = k4 * 4;
-        const bool in = r < rows && vk[u] < k_left;
-        v[u] = in ? __ldg(reinterpret_cast<const float4*>(xa + r * g.ldx + vk[u]))
-                  : make_float4(0.f, 0.f, 0.f, 0.f);
-        if (ua)
-          up[u] = in ? __ldg(reinterpret_cast<const float4*>(ua + r * g.ldx + vk[u]))
-                     : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[u] = r < rows && vk[u] < k_left
+                   ? __ldg(reinterpret_cast<const float4*>(xa + r * g.ldx + vk[u]))
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
         for (k4 += NT; k4 >= per_row; k4 -= per_row) ++r;
       }
 #pragma unroll
       for (int u = 0; u < kBatch; ++u)
-        if (vr[u] < rows) {
-          if (ua) {
-            v[u] = make_float4(
-                swiglu1(v[u].x, up[u].x, g.a_limit), swiglu1(v[u].y, up[u].y, g.a_limit),
-                swiglu1(v[u].z, up[u].z, g.a_limit), swiglu1(v[u].w, up[u].w, g.a_limit));
-          } else if (g.a_norm) {
-            v[u] =
-                scale4(v[u], row_inv[vr[u]], g.a_norm_w, static_cast<int64_t>(kt0) * kBK + vk[u]);
-          }
+        if (vr[u] < rows)
           *reinterpret_cast<uint2*>(Ares + vr[u] * lda + vk[u]) =
               make_uint2(pack_bf16(v[u].x, v[u].y), pack_bf16(v[u].z, v[u].w));
-        }
     }
     if (tid < 2) reinterpret_cast<uint4*>(a_zero)[tid] = make_uint4(0u, 0u, 0u, 0u);
     __syncthreads();

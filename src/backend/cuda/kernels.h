@@ -200,16 +200,19 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                              float* workspace, int64_t partial_slots, const AttnOutput& out,
                              const float* q_norm_eps, int32_t* counters, int32_t* err,
                              cudaStream_t stream);
-// Whether a launch_attention of `blocks` blocks with split rows merges them in its last blocks
-// (counters: kDenseSplitCounters zeroed ints, left zeroed) rather than in a merge kernel after
-// it (the same bits); set_attention_merge_in_kernel (DEEPINFER_ATTENTION_MERGE_IN_KERNEL) turns
-// it off for A/Bs and returns the previous setting.
-bool attention_merges_in_kernel(int64_t blocks);
+// Whether a launch_attention of `blocks` blocks with split rows of hd-dim heads (out stored by
+// pairs or not) merges them in its last blocks (counters: kDenseSplitCounters zeroed ints, left
+// zeroed) rather than in a merge kernel after it (the same bits); set_attention_merge_in_kernel
+// (DEEPINFER_ATTENTION_MERGE_IN_KERNEL) turns it off for A/Bs and returns the previous setting.
+bool attention_merges_in_kernel(int64_t blocks, int64_t hd, bool pairs);
 bool set_attention_merge_in_kernel(bool on);
 // Whether launch_attention takes q before its unweighted RMSNorm and RoPE (q_norm_eps: the
 // norm's eps; the rotation is out's de-rotation's, out.rope_pos set where R > 0) for heads of hd
 // dims whose last 2 R are rotated: the values of rms_norm_rope then the kernel, bit for bit.
 bool attention_mma_norms_q(int64_t hd, int64_t R);
+// false: attention_mma_norms_q answers false (DEEPINFER_ATTENTION_Q_NORM_IN_KERNEL; the queries
+// are then normalised by rms_norm_rope first: the same bits). Returns the previous setting.
+bool set_attention_q_norm_in_kernel(bool on);
 // launch_attention's two-group path on Hopper wgmma (kernels_attention_wgmma.cu; only where
 // wgmma_available() and attention_wgmma_supported(H, hd)): the same bits, one block per row.
 // Every row's keys must come split (win_h, and comp_h where it has entries), none split
@@ -383,28 +386,6 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
                                   int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so,
                                   int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
                                   float* partials, int32_t* counters, cudaStream_t stream);
-// What the resident-A product does to x's values as it stages them, bitwise the op that would
-// have written them first: up: swiglu(x, up, limit) as launch_swiglu (up laid out like x);
-// norm: rms_norm(x, norm_w, eps) as launch_rms_norm's one-pass kernel (each row over all of K;
-// norm_w may be null: unweighted).
-struct DenseATransform {
-  const float* up = nullptr;
-  float limit = 0.f;
-  bool norm = false;
-  const float* norm_w = nullptr;
-  float eps = 0.f;
-};
-// Whether launch_dense_gemm_f32_transformed takes this product: dense_gemm_f32_supported, one
-// batch, and for a norm a row rms_norm4 takes (K % 4 == 0, at most kRmsNorm4MaxCols, 16-byte
-// aligned rows and weight), for swiglu 16-byte aligned up.
-bool dense_gemm_f32_transform_supported(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t ldx,
-                                        int64_t ldw, const float* x, const void* w,
-                                        const DenseATransform& t);
-cudaError_t launch_dense_gemm_f32_transformed(const float* x, int64_t ldx, const uint16_t* w,
-                                              int64_t ldw, float* out, int64_t ldo, int64_t M,
-                                              int64_t N, int64_t K, bool accumulate,
-                                              float* partials, int32_t* counters,
-                                              const DenseATransform& t, cudaStream_t stream);
 // For benchmarks: false makes dense_gemm_f32_supported answer false (products go through the
 // cast), to time the two side by side.
 void set_dense_gemm_f32(bool on);

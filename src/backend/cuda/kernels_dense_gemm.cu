@@ -198,34 +198,4 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
                       : launch_resident_a<kDenseGemm>(a, M, batch, stream);
 }
 
-bool dense_gemm_f32_transform_supported(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t ldx,
-                                        int64_t ldw, const float* x, const void* w,
-                                        const DenseATransform& t) {
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  if (batch != 1 || !dense_gemm_f32_supported(M, N, K, batch, ldx, ldw, x, w)) return false;
-  if (t.up && (t.norm || !aligned(t.up))) return false;
-  return !t.norm || (K % 4 == 0 && K <= kRmsNorm4MaxCols && aligned(x) && ldx % 4 == 0 &&
-                     (!t.norm_w || aligned(t.norm_w)));
-}
-
-cudaError_t launch_dense_gemm_f32_transformed(const float* x, int64_t ldx, const uint16_t* w,
-                                              int64_t ldw, float* out, int64_t ldo, int64_t M,
-                                              int64_t N, int64_t K, bool accumulate,
-                                              float* partials, int32_t* counters,
-                                              const DenseATransform& t, cudaStream_t stream) {
-  if (M <= 0 || N <= 0) return cudaSuccess;
-  if (!dense_gemm_f32_transform_supported(M, N, K, 1, ldx, ldw, x, w, t))
-    return cudaErrorInvalidValue;
-  if (!partials_given(M, N, K, 1, partials, counters)) return cudaErrorInvalidValue;
-  GroupedArgs a = dense_args(nullptr, x, ldx, 0, w, ldw, 0, out, ldo, 0, M, N, K, 1, accumulate,
-                             partials, counters);
-  a.a_up = t.up;
-  a.a_limit = t.limit;
-  a.a_norm = t.norm;
-  a.a_norm_w = t.norm_w;
-  a.a_eps = t.eps;
-  return a.splits > 1 ? launch_resident_a<kDenseSplitGemm>(a, M, 1, stream)
-                      : launch_resident_a<kDenseGemm>(a, M, 1, stream);
-}
-
 }  // namespace deepinfer::cuda

@@ -57,38 +57,31 @@ struct AttnParams {
   int32_t* merge_counters;
 };
 
-// The merge of one head's split partials with its sink (ml: [split][running max, running sum]):
-// each split's weight exp(m_s - mx) into e (-1: an empty split, skipped), and 1 / the
-// denominator. Both mergers (the merge kernel and the kernel's last blocks) go through this and
-// merge_value, so they give the same bits.
+// The merge of one head's split partials with its sink (ml: [split][running max, running sum],
+// in shared memory): each split's weight exp(m_s - mx) into e (-1: an empty split, skipped),
+// and 1 / the denominator. Both mergers (the merge kernel and the attention kernel's last
+// blocks) go through this and merge_add, so they give the same bits.
 __device__ __forceinline__ float merge_weights(const float* ml, int splits, float sink, float* e) {
   float mx = sink;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, __ldcg(ml + 2 * s));
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml[2 * s]);
   float den = expf(sink - mx);
   for (int s = 0; s < splits; ++s) {
-    const float m = __ldcg(ml + 2 * s);
-    e[s] = m == neg_inf() ? -1.f : expf(m - mx);
-    if (e[s] >= 0.f) den = __fmaf_rn(__ldcg(ml + 2 * s + 1), e[s], den);
+    e[s] = ml[2 * s] == neg_inf() ? -1.f : expf(ml[2 * s] - mx);
+    if (e[s] >= 0.f) den = __fmaf_rn(ml[2 * s + 1], e[s], den);
   }
   return 1.f / den;
 }
-// Output dim d of the merged head: the splits' partials (part: [split][hd]) by their weights.
-__device__ __forceinline__ float merge_value(const float* part, const float* e, int splits,
-                                             int64_t hd, int64_t d, float inv) {
-  float o = 0.f;
-  for (int s = 0; s < splits; ++s)
-    if (e[s] >= 0.f) o = __fmaf_rn(__ldcg(part + s * hd + d), e[s], o);
-  return o * inv;
+// One split's partial of an output pair added to its running merge (splits in order from 0; the
+// result times merge_weights' 1 / den).
+__device__ __forceinline__ void merge_add(float2& o, float2 part, float e) {
+  if (e < 0.f) return;
+  o.x = __fmaf_rn(part.x, e, o.x);
+  o.y = __fmaf_rn(part.y, e, o.y);
 }
-// Writes dims (d, d + 1) of merged head mh (or d alone, not by pairs), de-rotated by the table
-// (cos, then the inverse rotation's sin) where out has a position.
-__device__ __forceinline__ void merge_store(const AttnOutput& out, bool pairs, int64_t mh,
-                                            int64_t hd, int64_t d, float v0, float v1,
-                                            const float* cs) {
-  if (!pairs) {
-    out.out[mh * hd + d] = v0;
-    return;
-  }
+// Writes dims (d, d + 1) of merged head mh, de-rotated by the table (cos, then the inverse
+// rotation's sin) where out has a position.
+__device__ __forceinline__ void merge_store(const AttnOutput& out, int64_t mh, int64_t hd,
+                                            int64_t d, float v0, float v1, const float* cs) {
   const int64_t first = hd - 2 * out.rope_R;
   if (out.rope_pos && d >= first) {
     const int64_t i = (d - first) / 2;
@@ -534,41 +527,61 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
       ml[1] = run_sum[r];
     }
   }
-  if (splits == 1 || !p.merge_counters) return;
-  // The last of this head block's splits to finish merges them (heads h0 ..), the merge
-  // kernel's values.
-  __threadfence();
-  __syncthreads();
-  __shared__ int last;
-  int32_t* counter = p.merge_counters + (row.first_block + g * splits);
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == splits - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();                     // the other splits' partials are read after their arrivals
-  constexpr int kMaxMergeSplits = 64;  // attention_splits' cap
-  float* e = sp;                       // [head][split]
-  float* inv = sp + kBlockHeads * kMaxMergeSplits;
-  for (int hh = threadIdx.x; hh < kBlockHeads; hh += kThreads) {
-    const int64_t h = h0 + hh;
-    if (h < p.H)
-      inv[hh] = merge_weights(p.part_ml + (row.part_off * p.H + h * splits) * 2, splits, p.sinks[h],
-                              e + hh * kMaxMergeSplits);
+  if constexpr (NT == 16) {  // (attention_merges_in_kernel: the key buffer holds the weights)
+    if (splits == 1 || !p.merge_counters) return;
+    // The last of this head block's splits to finish merges them (heads h0 ..), the merge
+    // kernel's values.
+    __threadfence();
+    __syncthreads();
+    __shared__ int last;
+    int32_t* counter = p.merge_counters + (row.first_block + g * splits);
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1) == splits - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // the other splits' partials are read after their arrivals
+    float* mls = reinterpret_cast<float*>(ks0);              // [head][split][2]; the keys are done
+    float* e = mls + kBlockHeads * splits * 2;               // [head][split]
+    float* inv = e + kBlockHeads * splits;                   // [head]
+    const int64_t slot0 = row.part_off * p.H + h0 * splits;  // head h0's split 0
+    for (int t = threadIdx.x; t < kBlockHeads * splits; t += kThreads)
+      if (h0 + t / splits < p.H) {
+        mls[2 * t] = __ldcg(p.part_ml + (slot0 + t) * 2);
+        mls[2 * t + 1] = __ldcg(p.part_ml + (slot0 + t) * 2 + 1);
+      }
+    if (p.o.rope_pos) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
+    __syncthreads();
+    for (int hh = threadIdx.x; hh < kBlockHeads; hh += kThreads)
+      if (h0 + hh < p.H)
+        inv[hh] = merge_weights(mls + hh * splits * 2, splits, p.sinks[h0 + hh], e + hh * splits);
+    __syncthreads();
+    // Every pair of the block's heads, each split's loads all in flight together.
+    constexpr int kPairs = kBlockHeads * (hdp / 2) / kThreads;
+    float2 o[kPairs];
+#pragma unroll
+    for (int u = 0; u < kPairs; ++u) o[u] = make_float2(0.f, 0.f);
+    for (int sp_i = 0; sp_i < splits; ++sp_i) {
+      float2 v[kPairs];
+#pragma unroll
+      for (int u = 0; u < kPairs; ++u) {
+        const int t = threadIdx.x + u * kThreads, hh = t / (hdp / 2), d = 2 * (t % (hdp / 2));
+        v[u] = h0 + hh < p.H && d < hd ? __ldcg(reinterpret_cast<const float2*>(
+                                             p.part_o + (slot0 + hh * splits + sp_i) * hd + d))
+                                       : make_float2(0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < kPairs; ++u) {
+        const int hh = (threadIdx.x + u * kThreads) / (hdp / 2);
+        merge_add(o[u], v[u], e[hh * splits + sp_i]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kPairs; ++u) {
+      const int t = threadIdx.x + u * kThreads, hh = t / (hdp / 2), d = 2 * (t % (hdp / 2));
+      if (h0 + hh < p.H && d < hd)
+        merge_store(p.o, m * p.H + h0 + hh, hd, d, o[u].x * inv[hh], o[u].y * inv[hh], rope_cs);
+    }
+    if (threadIdx.x == 0) *counter = 0;
   }
-  if (p.o.rope_pos) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
-  __syncthreads();
-  const int step = p.pairs ? 2 : 1;
-  const int64_t per_head = (hd + step - 1) / step;
-  for (int64_t t = threadIdx.x; t < kBlockHeads * per_head; t += kThreads) {
-    const int hh = static_cast<int>(t / per_head);
-    const int64_t h = h0 + hh, d = (t % per_head) * step;
-    if (h >= p.H) continue;
-    const float* part = p.part_o + (row.part_off * p.H + h * splits) * hd;
-    const float* eh = e + hh * kMaxMergeSplits;
-    const float v0 = merge_value(part, eh, splits, hd, d, inv[hh]);
-    const float v1 = p.pairs ? merge_value(part, eh, splits, hd, d + 1, inv[hh]) : 0.f;
-    merge_store(p.o, p.pairs, m * p.H + h, hd, d, v0, v1, rope_cs);
-  }
-  if (threadIdx.x == 0) *counter = 0;
 }
 
 // One block per (query, head) of the rows with splits > 1: merges the splits' partials and the
@@ -577,22 +590,32 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
                                              const float* part_ml, int64_t hd, const float* sinks,
                                              int64_t H, AttnOutput out, bool pairs) {
   wait_for_prior_grid();
-  __shared__ float e[64];                // attention_splits' cap
-  __shared__ float cs[kMaxAttnHeadDim];  // the de-rotation's table
+  constexpr int kMaxSplits = 64;                                            // attention_splits' cap
+  __shared__ float ml[2 * kMaxSplits], e[kMaxSplits], cs[kMaxAttnHeadDim];  // cs: de-rotation's
   __shared__ float inv;
   const int64_t mh = blockIdx.x, m = mh / H, h = mh % H;
   const int splits = rows[m].splits;
   if (splits <= 1) return;
   const int64_t slot0 = rows[m].part_off * H + h * splits;
-  if (threadIdx.x == 0) inv = merge_weights(part_ml + slot0 * 2, splits, sinks[h], e);
+  for (int i = threadIdx.x; i < 2 * splits; i += blockDim.x) ml[i] = part_ml[slot0 * 2 + i];
   if (out.rope_pos) rope_table(out.rope_pos[m], out.rope_freq, out.rope_R, cs);
   __syncthreads();
+  if (threadIdx.x == 0) inv = merge_weights(ml, splits, sinks[h], e);
+  __syncthreads();
   const float* part = part_o + slot0 * hd;
-  const int step = pairs ? 2 : 1;
-  for (int64_t d = step * threadIdx.x; d < hd; d += step * blockDim.x) {
-    const float v0 = merge_value(part, e, splits, hd, d, inv);
-    const float v1 = pairs ? merge_value(part, e, splits, hd, d + 1, inv) : 0.f;
-    merge_store(out, pairs, mh, hd, d, v0, v1, cs);
+  if (!pairs) {  // fp32 only (launch_attention)
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+      float2 o = make_float2(0.f, 0.f);
+      for (int s = 0; s < splits; ++s) merge_add(o, make_float2(part[s * hd + d], 0.f), e[s]);
+      out.out[mh * hd + d] = o.x * inv;
+    }
+    return;
+  }
+  for (int64_t d = 2 * threadIdx.x; d < hd; d += 2 * blockDim.x) {
+    float2 o = make_float2(0.f, 0.f);
+    for (int s = 0; s < splits; ++s)
+      merge_add(o, make_float2(part[s * hd + d], part[s * hd + d + 1]), e[s]);
+    merge_store(out, mh, hd, d, o.x * inv, o.y * inv, cs);
   }
 }
 
@@ -619,11 +642,19 @@ cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_war
 // The tunables' values (set_attention_pair_blocks, set_attention_split_keys).
 int64_t pair_blocks_per_sm = kAttentionPairBlocksPerSm;
 bool merge_in_kernel = true;
+bool q_norm_in_kernel = true;
 int64_t min_keys_per_split = kAttentionSplitKeys;
 
 }  // namespace
 
+bool set_attention_q_norm_in_kernel(bool on) {
+  const bool was = q_norm_in_kernel;
+  q_norm_in_kernel = on;
+  return was;
+}
+
 bool attention_mma_norms_q(int64_t hd, int64_t R) {
+  if (!q_norm_in_kernel) return false;
   // A warp's 32 float4s of a head must be rms_norm4_kernel's warp's (hdp / 4 a multiple of 32:
   // hd > 64), and a float4 two whole rotated pairs or none.
   return hd > 64 && hd <= kMaxAttnHeadDim && hd % 4 == 0 && R >= 0 && 2 * R <= hd &&
@@ -640,8 +671,9 @@ bool set_attention_merge_in_kernel(bool on) {
   return was;
 }
 
-bool attention_merges_in_kernel(int64_t blocks) {
-  return merge_in_kernel && blocks <= kDenseSplitCounters;
+bool attention_merges_in_kernel(int64_t blocks, int64_t hd, bool pairs) {
+  // The widest heads' kernels (hd > 256) only: their key buffers hold the merge's weights.
+  return merge_in_kernel && blocks <= kDenseSplitCounters && hd > 256 && pairs;
 }
 
 void set_attention_pair_blocks(int64_t per_sm) {
@@ -701,26 +733,27 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
     return cudaErrorInvalidValue;
   if (any_split && !workspace) return cudaErrorInvalidValue;
   const int64_t blocks_per_row = rows_uniform && blocks % M == 0 ? blocks / M : 0;
-  const AttnParams p{q,
-                     M,
-                     H,
-                     hd,
-                     rows,
-                     blocks_per_row,
-                     window,
-                     list,
-                     count,
-                     Kmax,
-                     sinks,
-                     scale,
-                     workspace,
-                     any_split ? workspace + partial_slots * hd : nullptr,
-                     err,
-                     out,
-                     pairs,
-                     q_norm_eps != nullptr,
-                     q_norm_eps ? *q_norm_eps : 0.f,
-                     any_split && attention_merges_in_kernel(blocks) ? counters : nullptr};
+  const AttnParams p{
+      q,
+      M,
+      H,
+      hd,
+      rows,
+      blocks_per_row,
+      window,
+      list,
+      count,
+      Kmax,
+      sinks,
+      scale,
+      workspace,
+      any_split ? workspace + partial_slots * hd : nullptr,
+      err,
+      out,
+      pairs,
+      q_norm_eps != nullptr,
+      q_norm_eps ? *q_norm_eps : 0.f,
+      any_split && attention_merges_in_kernel(blocks, hd, pairs) ? counters : nullptr};
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)

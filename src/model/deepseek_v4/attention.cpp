@@ -260,11 +260,12 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   // Every projection of x in one GEMM (weights.h: x_proj).
   const std::vector<Tensor> xp = project_fused(b, x, w.x_proj, member_rows(attention_x_members(w)));
 
-  // Queries: low-rank projection, its RMSNorm (inside each product of it: rms_norm_matmul),
-  // per-head unweighted RMSNorm, RoPE (wq_b below). Where the backend's attention normalises and
-  // rotates them as it reads them (raw_q), it gets wq_b's output; else they are normalised
-  // beside the key chain.
+  // Queries: low-rank projection, per-head unweighted RMSNorm, RoPE (wq_b below). Where the
+  // backend's attention normalises and rotates them as it reads them (raw_q), it gets wq_b's
+  // output; else they are normalised beside the key chain.
   const Tensor& qa = xp[0];
+  Tensor qr = b.empty({T, c.q_lora_rank});
+  b.rms_norm(qa, w.q_norm, eps, qr);
   const bool raw_q = b.attention_normalises_raw_q(T, H, hd, inv_freq.dim(0));
   Tensor q_raw = b.empty({T * H, hd});
   Tensor q = raw_q ? Tensor() : b.empty({T, H, hd});
@@ -282,8 +283,8 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   Tensor index_q;
   if (c.layer_types[layer] == AttnType::kCSA) {
     index_q = b.empty({T, c.index_n_heads, c.index_head_dim});
-    b.rms_norm_matmul(qa, w.q_norm, eps, w.indexer.wq_b,
-                      index_q.view().reshape({T, int64_t{c.index_n_heads} * c.index_head_dim}));
+    b.matmul(qr, w.indexer.wq_b,
+             index_q.view().reshape({T, int64_t{c.index_n_heads} * c.index_head_dim}));
   }
   {
     // The keys (the shared K=V head, the compressors, the indexer's selection) on the side
@@ -310,7 +311,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
     decode_idx = select_keys_of_decode_rows(b, c, rows, layer, in, work, first_key, keys);
 
     side.to_main();
-    b.rms_norm_matmul(qa, w.q_norm, eps, w.wq_b, q_raw.view().reshape({T, H * hd}));
+    b.matmul(qr, w.wq_b, q_raw.view().reshape({T, H * hd}));
     if (!raw_q) b.rms_norm_rope(q_raw3, TensorView(), eps, in.positions_dev, inv_freq, q);
   }  // joined: the attention reads both branches
   // K = V carried RoPE into the output's rope dims: rotated back to the query's frame as written.
