@@ -25,15 +25,6 @@ constexpr VarSpec kVars[] = {
     {"DEEPINFER_CUDA_SYNC", VarType::kBool, "0",
      "CUDA backend: synchronise after every op so an error names the op that raised it (slow; "
      "for debugging)."},
-    {"DEEPINFER_ATTENTION_MERGE_IN_KERNEL", VarType::kBool, "1",
-     "CUDA backend: a query whose keys are split over several attention blocks (flash decoding) "
-     "has its splits merged by the last of its blocks to finish instead of by a merge kernel "
-     "after the attention (the same bits; one launch fewer per layer in decode). 0 launches the "
-     "merge kernel, for A/Bs."},
-    {"DEEPINFER_ATTENTION_Q_NORM_IN_KERNEL", VarType::kBool, "1",
-     "CUDA backend: the decode attention kernel normalises and rotates the raw queries as it "
-     "stages them (their per-head RMSNorm and RoPE) instead of an rms_norm_rope kernel before it "
-     "(the same bits). 0 runs that kernel, for A/Bs."},
     {"DEEPINFER_ATTENTION_PAIR_BLOCKS", VarType::kInt, "1",
      "CUDA backend: attention blocks serve two 16-head groups of a query (its key chunks staged "
      "once for 32 heads, the next one streamed in while the current one computes) when the "

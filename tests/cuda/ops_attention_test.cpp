@@ -472,10 +472,9 @@ TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
 }
 
 // attention_batch_raw_q is bitwise rms_norm_rope then attention_batch_derotated: on the wgmma
-// kernel and on the mma.sync kernel, each normalising and rotating the queries as it loads them
-// (counted), for prefill-sized rows and decode rows (their keys in one block or split over
-// several), fp32 and bf16 out. Queries of a wide range of scales, so that a wrong per-head factor
-// cannot hide.
+// kernel, which normalises and rotates the queries as it loads them (counted), on the mma.sync
+// kernel and for decode-sized rows (the queries normalised into a copy first), fp32 and bf16
+// out. Queries of a wide range of scales, so that a wrong per-head factor cannot hide.
 TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {
   SEED_TRACE();
   Rng rng;
@@ -488,27 +487,19 @@ TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {
     w.q = to_dev(*gpu, qh);
   }
   const float eps = 1e-6f;
-  // Decode-sized calls: three rows of their own keys (one block of keys each), and one row of
-  // 300 (split over blocks, merged after).
+  // The decode-sized call: three rows of their own keys.
   const Tensor small_kv = to_dev(*gpu, rand_host(rng, {40, hd}));
-  const Tensor long_kv = to_dev(*gpu, rand_host(rng, {300, hd}));
-  const Tensor long_comp = to_dev(*gpu, rand_host(rng, {400, hd}));
-  const Tensor long_vis = to_dev(*gpu, i32_host(std::vector<int32_t>{397}, {1}));
   const std::vector<Backend::AttentionSegment> small{
       {0, 3, small_kv.view(), TensorView(), TensorView(), TensorView()}};
-  const std::vector<Backend::AttentionSegment> split{
-      {0, 1, long_kv.view(), long_comp.view(), TensorView(), long_vis.view()}};
-  const int sms = cuda::list_devices().at(0).multiprocessors;
-  ASSERT_GT(cuda::attention_splits(1, H, w.window + 400, sms), 1);
   for (int on = 0; on < 2; ++on) {
     if (set_cuda_wgmma(*gpu, on == 1) != (on == 1)) continue;
     for (DType dt : {DType::kF32, DType::kBF16})
-      for (int decode = 0; decode < 3; ++decode) {
+      for (int decode = 0; decode < 2; ++decode) {
         SCOPED_TRACE(testing::Message()
                      << "wgmma " << on << " bf16 " << (dt == DType::kBF16) << " decode " << decode);
-        const int64_t rows = decode == 1 ? 3 : (decode == 2 ? 1 : M);
+        const int64_t rows = decode ? 3 : M;
         const TensorView q = w.q.view().slice_rows(0, rows), pos = w.pos.view().slice_rows(0, rows);
-        const auto& segs = decode == 1 ? small : (decode == 2 ? split : w.segs);
+        const auto& segs = decode ? small : w.segs;
         auto out = [&] {
           return dt == DType::kBF16 ? bf16_poisoned(*gpu, {rows, H, hd})
                                     : dev_poisoned(*gpu, {rows, H, hd});
@@ -516,123 +507,14 @@ TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {
         Tensor normed = dev_poisoned(*gpu, {rows, H, hd}), ref = out(), got = out();
         gpu->rms_norm_rope(q, TensorView(), eps, pos, w.freq, normed);
         gpu->attention_batch_derotated(normed, segs, w.window, w.sinks, w.scale, pos, w.freq, ref);
-        EXPECT_TRUE(gpu->attention_normalises_raw_q(rows, H, hd, w.R));
+        EXPECT_EQ(gpu->attention_normalises_raw_q(rows, H, hd, w.R), on && !decode);
         const int64_t fused = cuda_fused_q_norm_attention_calls(*gpu);
-        const int64_t on_wgmma = cuda_wgmma_attention_calls(*gpu);
         gpu->attention_batch_raw_q(q, segs, w.window, w.sinks, w.scale, eps, pos, w.freq, got);
-        EXPECT_EQ(cuda_fused_q_norm_attention_calls(*gpu) - fused, 1);
-        EXPECT_EQ(cuda_wgmma_attention_calls(*gpu) - on_wgmma, on && !decode ? 1 : 0);
+        EXPECT_EQ(cuda_fused_q_norm_attention_calls(*gpu) - fused, on && !decode ? 1 : 0);
         EXPECT_TRUE(same_bytes(*gpu, ref, got));
       }
   }
   set_cuda_wgmma(*gpu, true);
-}
-
-// Rows whose keys are split over blocks are merged by their last block to finish bitwise as the
-// merge kernel merges them (DEEPINFER_ATTENTION_MERGE_IN_KERNEL): decode rows of V4's heads, fp32
-// out and bf16 de-rotated out, each twice in a row (the counters reset); heads of 128 dims and an
-// fp32 out not stored by pairs, which the merge kernel serves either way.
-TEST_F(Attn, SplitRowsMergeInTheirLastBlockAsTheMergeKernelDoes) {
-  SEED_TRACE();
-  Rng rng;
-  const int sms = cuda::list_devices().at(0).multiprocessors;
-  for (auto [H, hd, R] : std::vector<std::array<int64_t, 3>>{{64, 512, 32}, {37, 128, 8}}) {
-    const int64_t M = 3, n = M * H * hd;
-    const Tensor q = to_dev(*gpu, rand_host(rng, {M, H, hd}));
-    const Tensor kv = to_dev(*gpu, rand_host(rng, {200, hd})),
-                 comp = to_dev(*gpu, rand_host(rng, {600, hd}));
-    const Tensor vis = to_dev(*gpu, i32_host(std::vector<int32_t>{600, 0, 333}, {M}));
-    const Tensor sinks = to_dev(*gpu, rand_host(rng, {H}, -2.f, 2.f));
-    Tensor f = host({R});
-    for (int64_t i = 0; i < R; ++i) f.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
-    const Tensor freq = to_dev(*gpu, f),
-                 pos = to_dev(*gpu, i32_host(std::vector<int32_t>{5, 900, 77777}, {M}));
-    const std::vector<Backend::AttentionSegment> segs{
-        {0, M, kv.view(), comp.view(), TensorView(), vis.view()}};
-    ASSERT_GT(cuda::attention_splits(M, H, 128 + 600, sms), 1);
-    EXPECT_EQ(cuda::attention_merges_in_kernel(M * 4 * 2, hd, true), hd == 512);
-    EXPECT_FALSE(cuda::attention_merges_in_kernel(M * 4 * 2, hd, false));
-    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-    for (int kind = 0; kind < 3; ++kind) {  // fp32, bf16 de-rotated, fp32 not by pairs
-      SCOPED_TRACE(testing::Message() << "H " << H << " kind " << kind);
-      Tensor got[2];
-      for (int in_kernel = 0; in_kernel < 2; ++in_kernel) {
-        const bool was = cuda::set_attention_merge_in_kernel(in_kernel == 1);
-        for (int rep = 0; rep < 2; ++rep) {
-          Tensor buf = kind == 1 ? bf16_poisoned(*gpu, {n}) : dev_poisoned(*gpu, {n + 1});
-          const TensorView out =
-              buf.view().slice_rows(kind == 2 ? 1 : 0, kind == 2 ? n + 1 : n).reshape({M, H, hd});
-          if (kind == 1)
-            gpu->attention_batch_derotated(q, segs, 128, sinks, scale, pos, freq, out);
-          else
-            gpu->attention_batch(q, segs, 128, sinks, scale, out);
-          if (rep == 0)
-            got[in_kernel] = std::move(buf);
-          else
-            EXPECT_TRUE(same_bytes(*gpu, got[in_kernel], buf))
-                << "in kernel " << in_kernel << ", again";
-        }
-        cuda::set_attention_merge_in_kernel(was);
-      }
-      EXPECT_TRUE(same_bytes(*gpu, got[0], got[1]));
-    }
-  }
-}
-
-// The mma.sync kernel's in-block query norm on other head shapes (a head count short of the
-// 16-head groups, 128- and 320-dim heads: a last warp of a head partly padding), a decode row
-// and a chunk of 40, their keys split over blocks; and an output the kernels cannot store by pairs,
-// where the queries are normalised into a copy first (not counted): bitwise rms_norm_rope then
-// attention either way.
-TEST_F(Attn, RawQueriesOfOtherShapesAreNormRopeThenAttention) {
-  SEED_TRACE();
-  Rng rng;
-  for (auto [H, hd, R] : std::vector<std::array<int64_t, 3>>{{37, 128, 8}, {20, 320, 16}}) {
-    ASSERT_TRUE(cuda::attention_mma_norms_q(hd, R));
-    Tensor qh = rand_host(rng, {40, H, hd});
-    for (int64_t r = 0; r < 40 * H; ++r)
-      for (int64_t d = 0; d < hd; ++d) qh.data_as<float>()[r * hd + d] *= 0.05f + (r % 13);
-    const Tensor q = to_dev(*gpu, qh), kv = to_dev(*gpu, rand_host(rng, {240, hd}));
-    const Tensor comp = to_dev(*gpu, rand_host(rng, {500, hd}));
-    std::vector<int32_t> vis(40);
-    for (auto& e : vis) e = static_cast<int32_t>(rng.integer(300, 500));
-    const Tensor visible = to_dev(*gpu, i32_host(vis, {40}));
-    const Tensor sinks = to_dev(*gpu, rand_host(rng, {H}, -2.f, 2.f));
-    Tensor f = host({R});
-    for (int64_t i = 0; i < R; ++i) f.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
-    std::vector<int32_t> p(40);
-    for (auto& e : p) e = static_cast<int32_t>(rng.integer(0, 100000));
-    const Tensor freq = to_dev(*gpu, f), pos = to_dev(*gpu, i32_host(p, {40}));
-    const float scale = 1.f / std::sqrt(static_cast<float>(hd)), eps = 1e-6f;
-    for (int64_t rows : {int64_t{1}, int64_t{40}})
-      for (int pairs = 0; pairs < 2; ++pairs) {
-        SCOPED_TRACE(testing::Message()
-                     << "H " << H << " hd " << hd << " rows " << rows << " pairs " << pairs);
-        // Every row sees 128 ring keys and 300-500 entries: split over blocks.
-        const std::vector<Backend::AttentionSegment> segs{
-            {0, rows, kv.view().slice_rows(40 - rows, 240), comp.view(), TensorView(),
-             visible.view().slice_rows(0, rows)}};
-        ASSERT_GT(
-            cuda::attention_splits(rows, H, 128 + 500, cuda::list_devices().at(0).multiprocessors),
-            1);
-        const TensorView qv = q.view().slice_rows(0, rows), pv = pos.view().slice_rows(0, rows);
-        // Not by pairs: an fp32 output one float past 8-byte alignment.
-        const int64_t n = rows * H * hd;
-        Tensor ref_buf = dev_poisoned(*gpu, {n + 1}), got_buf = dev_poisoned(*gpu, {n + 1});
-        auto view = [&](Tensor& t) {
-          return t.view().slice_rows(pairs ? 0 : 1, pairs ? n : n + 1).reshape({rows, H, hd});
-        };
-        Tensor normed = dev_poisoned(*gpu, {rows, H, hd});
-        gpu->rms_norm_rope(qv, TensorView(), eps, pv, freq, normed);
-        gpu->attention_batch_derotated(normed, segs, 128, sinks, scale, pv, freq, view(ref_buf));
-        const int64_t fused = cuda_fused_q_norm_attention_calls(*gpu);
-        gpu->attention_batch_raw_q(qv, segs, 128, sinks, scale, eps, pv, freq, view(got_buf));
-        EXPECT_EQ(cuda_fused_q_norm_attention_calls(*gpu) - fused, pairs);
-        EXPECT_TRUE(same_bytes(*gpu, ref_buf, got_buf));
-      }
-  }
-  EXPECT_FALSE(cuda::attention_mma_norms_q(64, 8));   // a warp would span two heads
-  EXPECT_FALSE(cuda::attention_mma_norms_q(128, 7));  // a float4 would split a pair
 }
 
 // indexer_scores_batch on the GPU (one launch for many sequences' decode rows, each against its

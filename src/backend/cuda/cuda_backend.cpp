@@ -235,8 +235,6 @@ CudaBackend::CudaBackend(int device)
   set_dense_resident_a(env::get_int("DEEPINFER_DENSE_RESIDENT_A"));
   set_attention_pair_blocks(env::get_int("DEEPINFER_ATTENTION_PAIR_BLOCKS"));
   set_attention_split_keys(env::get_int("DEEPINFER_ATTENTION_SPLIT_KEYS"));
-  set_attention_merge_in_kernel(env::get_bool("DEEPINFER_ATTENTION_MERGE_IN_KERNEL"));
-  set_attention_q_norm_in_kernel(env::get_bool("DEEPINFER_ATTENTION_Q_NORM_IN_KERNEL"));
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");
   hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
   down_combine_ = env::get_bool("DEEPINFER_CUDA_DOWN_COMBINE");

@@ -204,13 +204,13 @@ void CudaBackend::attention_batch_derotated(const TensorView& q,
   run_attention(op, q, segments, window, sinks, scale, out, positions, inv_freq);
 }
 
-// Both attention kernels normalise and rotate raw queries as they stage them (the mma.sync one
-// every head shape attention_mma_norms_q takes, the wgmma one V4's), for any number of rows; a
-// call they cannot serve so (an output not stored by pairs) normalises a copy first.
+// The wgmma kernel's calls (run_attention): prefill-sized rows of its shape, their keys split
+// (segments of at least kSplitKeysMinRows rows; a call of fewer does not normalise in-kernel).
 bool CudaBackend::attention_normalises_raw_q(int64_t rows, int64_t heads, int64_t head_dim,
                                              int64_t rope_pairs) const {
-  (void)rows, (void)heads;
-  return attention_mma_norms_q(head_dim, rope_pairs);
+  return wgmma_ && attention_wgmma_supported(heads, head_dim) &&
+         attention_wgmma_norms_q(rope_pairs) && rows >= kSplitKeysMinRows &&
+         attention_groups_per_block(rows, heads, ctx_->num_sms()) == 2;
 }
 
 void CudaBackend::attention_batch_raw_q(const TensorView& q_raw,
@@ -403,12 +403,11 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   // Prefill-sized calls of the model's shapes run on Hopper wgmma (the same bits).
   const bool on_wgmma = wgmma_ && groups_per_block == 2 && attention_wgmma_supported(H, hd) &&
                         all_split && slots == 0 && in_kernel && aligned16(q.data());
-  // Raw queries (attention_batch_raw_q): normalised and rotated by the kernel as it loads them
-  // where it can, else by rms_norm_rope into a copy first.
+  // Raw queries (attention_batch_raw_q): normalised and rotated by the wgmma kernel as it loads
+  // them where it can, else by rms_norm_rope into a copy first.
   const float* qp = q.data_as<float>();
   Tensor normed_q;
-  const bool q_in_kernel = q_norm_eps && dst.rope_pos &&
-                           (on_wgmma ? attention_wgmma_norms_q(R) : attention_mma_norms_q(hd, R));
+  const bool q_in_kernel = q_norm_eps && on_wgmma && dst.rope_pos && attention_wgmma_norms_q(R);
   if (q_norm_eps && !q_in_kernel) {
     normed_q = empty({M, H, hd});
     rms_norm_rope(q, TensorView(), *q_norm_eps, positions, inv_freq, normed_q);
@@ -433,11 +432,9 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   const int quarter_warps = attention_quarter_warps(groups_per_block, hd, blocks, ctx_->num_sms());
   check(launch_attention(qp, M, H, hd, rows_ptr, groups_per_block, quarter_warps, blocks, uniform,
                          slots > 0, window, list, count, Kmax, sinks.data_as<float>(), scale,
-                         static_cast<float*>(workspace.get()), slots, dst,
-                         q_in_kernel ? q_norm_eps : nullptr, ctx_->split_counters(),
-                         ctx_->error_word(), ctx_->stream()),
+                         static_cast<float*>(workspace.get()), slots, dst, ctx_->error_word(),
+                         ctx_->stream()),
         op);
-  fused_q_norm_attention_calls_ += q_in_kernel;
   if (in_kernel) return;
   if (derotate)
     check(launch_rope(dst.out, M, H, hd, positions.data_as<int32_t>(), inv_freq.data_as<float>(), R,

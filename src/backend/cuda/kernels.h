@@ -198,21 +198,7 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                              bool rows_uniform, bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
                              float* workspace, int64_t partial_slots, const AttnOutput& out,
-                             const float* q_norm_eps, int32_t* counters, int32_t* err,
-                             cudaStream_t stream);
-// Whether a launch_attention of `blocks` blocks with split rows of hd-dim heads (out stored by
-// pairs or not) merges them in its last blocks (counters: kDenseSplitCounters zeroed ints, left
-// zeroed) rather than in a merge kernel after it (the same bits); set_attention_merge_in_kernel
-// (DEEPINFER_ATTENTION_MERGE_IN_KERNEL) turns it off for A/Bs and returns the previous setting.
-bool attention_merges_in_kernel(int64_t blocks, int64_t hd, bool pairs);
-bool set_attention_merge_in_kernel(bool on);
-// Whether launch_attention takes q before its unweighted RMSNorm and RoPE (q_norm_eps: the
-// norm's eps; the rotation is out's de-rotation's, out.rope_pos set where R > 0) for heads of hd
-// dims whose last 2 R are rotated: the values of rms_norm_rope then the kernel, bit for bit.
-bool attention_mma_norms_q(int64_t hd, int64_t R);
-// false: attention_mma_norms_q answers false (DEEPINFER_ATTENTION_Q_NORM_IN_KERNEL; the queries
-// are then normalised by rms_norm_rope first: the same bits). Returns the previous setting.
-bool set_attention_q_norm_in_kernel(bool on);
+                             int32_t* err, cudaStream_t stream);
 // launch_attention's two-group path on Hopper wgmma (kernels_attention_wgmma.cu; only where
 // wgmma_available() and attention_wgmma_supported(H, hd)): the same bits, one block per row.
 // Every row's keys must come split (win_h, and comp_h where it has entries), none split

@@ -48,47 +48,7 @@ struct AttnParams {
   int32_t* err;
   AttnOutput o;  // out: fp32 (o.out) or bf16, de-rotated or not
   bool pairs;    // attention_stores_pairs
-  // q holds the heads before their unweighted RMSNorm and RoPE (attention_mma_norms_q): the
-  // block applies both as it stages them, rms_norm4_kernel's values.
-  bool q_norm;
-  float q_eps;
-  // Non-null: the splits of a (row, head block) are merged by the last of their blocks to finish
-  // (a counter per the group's first block, zero between calls) instead of the merge kernel.
-  int32_t* merge_counters;
 };
-
-// The merge of one head's split partials with its sink (ml: [split][running max, running sum],
-// in shared memory): each split's weight exp(m_s - mx) into e (-1: an empty split, skipped),
-// and 1 / the denominator. Both mergers (the merge kernel and the attention kernel's last
-// blocks) go through this and merge_add, so they give the same bits.
-__device__ __forceinline__ float merge_weights(const float* ml, int splits, float sink, float* e) {
-  float mx = sink;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml[2 * s]);
-  float den = expf(sink - mx);
-  for (int s = 0; s < splits; ++s) {
-    e[s] = ml[2 * s] == neg_inf() ? -1.f : expf(ml[2 * s] - mx);
-    if (e[s] >= 0.f) den = __fmaf_rn(ml[2 * s + 1], e[s], den);
-  }
-  return 1.f / den;
-}
-// One split's partial of an output pair added to its running merge (splits in order from 0; the
-// result times merge_weights' 1 / den).
-__device__ __forceinline__ void merge_add(float2& o, float2 part, float e) {
-  if (e < 0.f) return;
-  o.x = __fmaf_rn(part.x, e, o.x);
-  o.y = __fmaf_rn(part.y, e, o.y);
-}
-// Writes dims (d, d + 1) of merged head mh, de-rotated by the table (cos, then the inverse
-// rotation's sin) where out has a position.
-__device__ __forceinline__ void merge_store(const AttnOutput& out, int64_t mh, int64_t hd,
-                                            int64_t d, float v0, float v1, const float* cs) {
-  const int64_t first = hd - 2 * out.rope_R;
-  if (out.rope_pos && d >= first) {
-    const int64_t i = (d - first) / 2;
-    rotate_by(v0, v1, cs[i], cs[out.rope_R + i]);
-  }
-  store_out_pair(out, mh * hd, static_cast<int>(d), v0, v1);
-}
 
 // The shared memory of a block: Q and a key chunk as hi / lo halves, the warps' partial scores,
 // the chunk's key pointers, `raw` (piped: the next chunk's fp32 keys or halves) and the RoPE
@@ -189,61 +149,25 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
   // Q as hi/lo fp16, 4 dims per step: the loop has a fixed trip count, so every load is issued
   // before the stores (a dependent chain here cost more than the whole chunk loop at decode).
   const bool q_vec4 = (hd & 3) == 0 && (reinterpret_cast<uintptr_t>(p.q) & 15) == 0;
-  constexpr int kQSteps = kBlockHeads * hdp / 4 / kThreads;
-  float4 qv[kQSteps];
 #pragma unroll
-  for (int it = 0; it < kQSteps; ++it) {
+  for (int it = 0; it < kBlockHeads * hdp / 4 / kThreads; ++it) {
     const int i = threadIdx.x + it * kThreads;
     const int r = i / (hdp / 4), d = (i % (hdp / 4)) * 4;
     const int64_t h = h0 + r;
-    qv[it] = make_float4(0.f, 0.f, 0.f, 0.f);
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
     if (h < p.H) {
       const float* qr = p.q + (m * p.H + h) * hd;
       if (q_vec4 && d + 3 < hd) {
-        qv[it] = __ldg(reinterpret_cast<const float4*>(qr + d));
+        const float4 f = __ldg(reinterpret_cast<const float4*>(qr + d));
+        v[0] = f.x;
+        v[1] = f.y;
+        v[2] = f.z;
+        v[3] = f.w;
       } else {
-        if (d < hd) qv[it].x = qr[d];
-        if (d + 1 < hd) qv[it].y = qr[d + 1];
-        if (d + 2 < hd) qv[it].z = qr[d + 2];
-        if (d + 3 < hd) qv[it].w = qr[d + 3];
+        for (int c = 0; c < 4; ++c)
+          if (d + c < hd) v[c] = qr[d + c];
       }
     }
-  }
-  if (p.q_norm) {
-    // rms_norm4_kernel's sums: a head is there one float4 per thread of hd / 4 threads, and
-    // here a warp holds 32 consecutive float4s of one head as its warp does (hdp / 4 is a
-    // multiple of 32), so each warp's sum is that warp's; the warps' sums then meet as in
-    // block_sum (sp is free until the key loop).
-    constexpr int kHeadWarps = hdp / 128;
-    const int nw = static_cast<int>((hd / 4 + 31) / 32);
-#pragma unroll
-    for (int it = 0; it < kQSteps; ++it) {
-      const int i = threadIdx.x + it * kThreads;
-      const float ws = warp_sum(sum_sq4(qv[it]));
-      if (lane == 0) sp[(i / (hdp / 4)) * kHeadWarps + (i % (hdp / 4)) / 32] = ws;
-    }
-    if (p.o.rope_R > 0) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
-    __syncthreads();
-    const int64_t first = hd - 2 * p.o.rope_R;  // the first rotated dim
-#pragma unroll
-    for (int it = 0; it < kQSteps; ++it) {
-      const int i = threadIdx.x + it * kThreads;
-      const int r = i / (hdp / 4), d = (i % (hdp / 4)) * 4;
-      const float ss = warp_sum(lane < nw ? sp[r * kHeadWarps + lane] : 0.f);
-      qv[it] = scale4(qv[it], inv_rms(ss, hd, p.q_eps), nullptr, 0);
-      if (d >= first && d < hd) {  // the table's sine is the inverse rotation's
-        const int pr = static_cast<int>(d - first) / 2;
-        rotate_by(qv[it].x, qv[it].y, rope_cs[pr], -rope_cs[p.o.rope_R + pr]);
-        rotate_by(qv[it].z, qv[it].w, rope_cs[pr + 1], -rope_cs[p.o.rope_R + pr + 1]);
-      }
-    }
-    __syncthreads();  // sp's sums are read
-  }
-#pragma unroll
-  for (int it = 0; it < kQSteps; ++it) {
-    const int i = threadIdx.x + it * kThreads;
-    const int r = i / (hdp / 4), d = (i % (hdp / 4)) * 4;
-    const float v[4] = {qv[it].x, qv[it].y, qv[it].z, qv[it].w};
     store_hi_lo(qs + r * ld + d, qs + (kBlockHeads + r) * ld + d, v);
   }
 
@@ -480,7 +404,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
 
   // The de-rotation's table, for rows written here (split rows are de-rotated as they merge).
   const bool derotate = p.o.rope_pos != nullptr && splits == 1;
-  if (derotate && !p.q_norm) {  // (q_norm: made before the key loop)
+  if (derotate) {
     rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
     __syncthreads();
   }
@@ -527,61 +451,6 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
       ml[1] = run_sum[r];
     }
   }
-  if constexpr (NT == 16) {  // (attention_merges_in_kernel: the key buffer holds the weights)
-    if (splits == 1 || !p.merge_counters) return;
-    // The last of this head block's splits to finish merges them (heads h0 ..), the merge
-    // kernel's values.
-    __threadfence();
-    __syncthreads();
-    __shared__ int last;
-    int32_t* counter = p.merge_counters + (row.first_block + g * splits);
-    if (threadIdx.x == 0) last = atomicAdd(counter, 1) == splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();  // the other splits' partials are read after their arrivals
-    float* mls = reinterpret_cast<float*>(ks0);              // [head][split][2]; the keys are done
-    float* e = mls + kBlockHeads * splits * 2;               // [head][split]
-    float* inv = e + kBlockHeads * splits;                   // [head]
-    const int64_t slot0 = row.part_off * p.H + h0 * splits;  // head h0's split 0
-    for (int t = threadIdx.x; t < kBlockHeads * splits; t += kThreads)
-      if (h0 + t / splits < p.H) {
-        mls[2 * t] = __ldcg(p.part_ml + (slot0 + t) * 2);
-        mls[2 * t + 1] = __ldcg(p.part_ml + (slot0 + t) * 2 + 1);
-      }
-    if (p.o.rope_pos) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
-    __syncthreads();
-    for (int hh = threadIdx.x; hh < kBlockHeads; hh += kThreads)
-      if (h0 + hh < p.H)
-        inv[hh] = merge_weights(mls + hh * splits * 2, splits, p.sinks[h0 + hh], e + hh * splits);
-    __syncthreads();
-    // Every pair of the block's heads, each split's loads all in flight together.
-    constexpr int kPairs = kBlockHeads * (hdp / 2) / kThreads;
-    float2 o[kPairs];
-#pragma unroll
-    for (int u = 0; u < kPairs; ++u) o[u] = make_float2(0.f, 0.f);
-    for (int sp_i = 0; sp_i < splits; ++sp_i) {
-      float2 v[kPairs];
-#pragma unroll
-      for (int u = 0; u < kPairs; ++u) {
-        const int t = threadIdx.x + u * kThreads, hh = t / (hdp / 2), d = 2 * (t % (hdp / 2));
-        v[u] = h0 + hh < p.H && d < hd ? __ldcg(reinterpret_cast<const float2*>(
-                                             p.part_o + (slot0 + hh * splits + sp_i) * hd + d))
-                                       : make_float2(0.f, 0.f);
-      }
-#pragma unroll
-      for (int u = 0; u < kPairs; ++u) {
-        const int hh = (threadIdx.x + u * kThreads) / (hdp / 2);
-        merge_add(o[u], v[u], e[hh * splits + sp_i]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kPairs; ++u) {
-      const int t = threadIdx.x + u * kThreads, hh = t / (hdp / 2), d = 2 * (t % (hdp / 2));
-      if (h0 + hh < p.H && d < hd)
-        merge_store(p.o, m * p.H + h0 + hh, hd, d, o[u].x * inv[hh], o[u].y * inv[hh], rope_cs);
-    }
-    if (threadIdx.x == 0) *counter = 0;
-  }
 }
 
 // One block per (query, head) of the rows with splits > 1: merges the splits' partials and the
@@ -590,32 +459,36 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
                                              const float* part_ml, int64_t hd, const float* sinks,
                                              int64_t H, AttnOutput out, bool pairs) {
   wait_for_prior_grid();
-  constexpr int kMaxSplits = 64;                                            // attention_splits' cap
-  __shared__ float ml[2 * kMaxSplits], e[kMaxSplits], cs[kMaxAttnHeadDim];  // cs: de-rotation's
-  __shared__ float inv;
   const int64_t mh = blockIdx.x, m = mh / H, h = mh % H;
   const int splits = rows[m].splits;
   if (splits <= 1) return;
   const int64_t slot0 = rows[m].part_off * H + h * splits;
-  for (int i = threadIdx.x; i < 2 * splits; i += blockDim.x) ml[i] = part_ml[slot0 * 2 + i];
-  if (out.rope_pos) rope_table(out.rope_pos[m], out.rope_freq, out.rope_R, cs);
-  __syncthreads();
-  if (threadIdx.x == 0) inv = merge_weights(ml, splits, sinks[h], e);
-  __syncthreads();
-  const float* part = part_o + slot0 * hd;
+  const float* ml = part_ml + slot0 * 2;
+  float mx = sinks[h];
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml[2 * s]);
+  float den = expf(sinks[h] - mx);
+  for (int s = 0; s < splits; ++s)
+    if (ml[2 * s] != neg_inf()) den += ml[2 * s + 1] * expf(ml[2 * s] - mx);
+  const float inv = 1.f / den;
+  auto value = [&](int64_t d) {
+    float o = 0.f;
+    for (int s = 0; s < splits; ++s)
+      if (ml[2 * s] != neg_inf()) o += part_o[(slot0 + s) * hd + d] * expf(ml[2 * s] - mx);
+    return o * inv;
+  };
   if (!pairs) {  // fp32 only (launch_attention)
-    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
-      float2 o = make_float2(0.f, 0.f);
-      for (int s = 0; s < splits; ++s) merge_add(o, make_float2(part[s * hd + d], 0.f), e[s]);
-      out.out[mh * hd + d] = o.x * inv;
-    }
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) out.out[mh * hd + d] = value(d);
     return;
   }
-  for (int64_t d = 2 * threadIdx.x; d < hd; d += 2 * blockDim.x) {
-    float2 o = make_float2(0.f, 0.f);
-    for (int s = 0; s < splits; ++s)
-      merge_add(o, make_float2(part[s * hd + d], part[s * hd + d + 1]), e[s]);
-    merge_store(out, mh, hd, d, o.x * inv, o.y * inv, cs);
+  const int64_t first = hd - 2 * out.rope_R;
+  for (int d = 2 * threadIdx.x; d < hd; d += 2 * blockDim.x) {
+    float v0 = value(d), v1 = value(d + 1);
+    if (out.rope_pos && d >= first) {
+      float cf, sf;
+      rope_cos_sin(out.rope_pos[m], out.rope_freq[(d - first) / 2], -1.f, &cf, &sf);
+      rotate_by(v0, v1, cf, sf);
+    }
+    store_out_pair(out, mh * hd, d, v0, v1);
   }
 }
 
@@ -641,39 +514,12 @@ cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_war
 
 // The tunables' values (set_attention_pair_blocks, set_attention_split_keys).
 int64_t pair_blocks_per_sm = kAttentionPairBlocksPerSm;
-bool merge_in_kernel = true;
-bool q_norm_in_kernel = true;
 int64_t min_keys_per_split = kAttentionSplitKeys;
 
 }  // namespace
 
-bool set_attention_q_norm_in_kernel(bool on) {
-  const bool was = q_norm_in_kernel;
-  q_norm_in_kernel = on;
-  return was;
-}
-
-bool attention_mma_norms_q(int64_t hd, int64_t R) {
-  if (!q_norm_in_kernel) return false;
-  // A warp's 32 float4s of a head must be rms_norm4_kernel's warp's (hdp / 4 a multiple of 32:
-  // hd > 64), and a float4 two whole rotated pairs or none.
-  return hd > 64 && hd <= kMaxAttnHeadDim && hd % 4 == 0 && R >= 0 && 2 * R <= hd &&
-         (hd - 2 * R) % 4 == 0;
-}
-
 void set_attention_split_keys(int64_t keys) {
   min_keys_per_split = std::max<int64_t>((keys + kChunk - 1) / kChunk, 1) * kChunk;
-}
-
-bool set_attention_merge_in_kernel(bool on) {
-  const bool was = merge_in_kernel;
-  merge_in_kernel = on;
-  return was;
-}
-
-bool attention_merges_in_kernel(int64_t blocks, int64_t hd, bool pairs) {
-  // The widest heads' kernels (hd > 256) only: their key buffers hold the merge's weights.
-  return merge_in_kernel && blocks <= kDenseSplitCounters && hd > 256 && pairs;
 }
 
 void set_attention_pair_blocks(int64_t per_sm) {
@@ -713,11 +559,8 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                              bool rows_uniform, bool any_split, int64_t window, const int32_t* list,
                              const int32_t* count, int64_t Kmax, const float* sinks, float scale,
                              float* workspace, int64_t partial_slots, const AttnOutput& out,
-                             const float* q_norm_eps, int32_t* counters, int32_t* err,
-                             cudaStream_t stream) {
+                             int32_t* err, cudaStream_t stream) {
   if (M <= 0 || H <= 0) return cudaSuccess;
-  if (q_norm_eps && (!attention_mma_norms_q(hd, out.rope_R) || (out.rope_R > 0 && !out.rope_pos)))
-    return cudaErrorInvalidValue;
   // Exactly one output; bf16 and the de-rotation write whole pairs.
   const bool pairs = attention_stores_pairs(
       hd, out.out ? static_cast<const void*>(out.out) : out.out_bf16, out.out_bf16 != nullptr);
@@ -733,27 +576,15 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
     return cudaErrorInvalidValue;
   if (any_split && !workspace) return cudaErrorInvalidValue;
   const int64_t blocks_per_row = rows_uniform && blocks % M == 0 ? blocks / M : 0;
-  const AttnParams p{
-      q,
-      M,
-      H,
-      hd,
-      rows,
-      blocks_per_row,
-      window,
-      list,
-      count,
-      Kmax,
-      sinks,
-      scale,
-      workspace,
-      any_split ? workspace + partial_slots * hd : nullptr,
-      err,
-      out,
-      pairs,
-      q_norm_eps != nullptr,
-      q_norm_eps ? *q_norm_eps : 0.f,
-      any_split && attention_merges_in_kernel(blocks, hd, pairs) ? counters : nullptr};
+  const AttnParams p{q,         M,
+                     H,         hd,
+                     rows,      blocks_per_row,
+                     window,    list,
+                     count,     Kmax,
+                     sinks,     scale,
+                     workspace, any_split ? workspace + partial_slots * hd : nullptr,
+                     err,       out,
+                     pairs};
   const unsigned nblocks = static_cast<unsigned>(blocks);
   cudaError_t e;
   if (hd <= 64)
@@ -764,7 +595,7 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
     e = launch_nt<8>(p, groups_per_block, quarter_warps, nblocks, stream);
   else
     e = launch_nt<16>(p, groups_per_block, quarter_warps, nblocks, stream);
-  if (e != cudaSuccess || !any_split || p.merge_counters) return e;
+  if (e != cudaSuccess || !any_split) return e;
   return launch_kernel(flash_attention_merge_kernel, static_cast<unsigned>(M * H), 128, 0, stream,
                        rows, p.part_o, p.part_ml, hd, sinks, H, out, pairs);
 }
