@@ -201,14 +201,14 @@ TEST_F(Moe, MoeExpertsWithAPlanMadeAheadAreTheSame) {
   set_cuda_wgmma(*gpu, true);
 }
 
-// The down GEMM's own combine (decode batches, DEEPINFER_CUDA_DOWN_COMBINE) gives the combine
+// The down GEMM's own combine (batch-1 decode, DEEPINFER_CUDA_DOWN_COMBINE) gives the combine
 // kernel's bits: into a non-zero out, a partial last column tile, tokens picking one expert twice;
 // twice in a row (its tile counters reset); past kMoeDownCombineMaxTokens the kernel runs.
 TEST_F(Moe, DownGemmCombinesAsTheCombineKernel) {
   SEED_TRACE();
   const bool was = set_cuda_down_combine(*gpu, true);
-  for (const int64_t M : {int64_t{1}, int64_t{5}, cuda::kMoeDownCombineMaxTokens,
-                          cuda::kMoeDownCombineMaxTokens + 1}) {
+  for (const int64_t M : {int64_t{1}, cuda::kMoeDownCombineMaxTokens,
+                          cuda::kMoeDownCombineMaxTokens + 1, int64_t{5}}) {
     SCOPED_TRACE(M);
     Rng rng;
     const int64_t D = 200, I = 64, E = 8, k = 3;

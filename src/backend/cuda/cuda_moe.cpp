@@ -123,7 +123,7 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
     check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles,
                              tile_rows, w1, w3, I, D, limit, actp, ctx_->stream()),
           op);
-    // Decode batches: the down GEMM's last blocks combine (no kernel after it).
+    // Batch-1 decode: the down GEMM's last blocks combine (no kernel after it).
     const MoeDownCombine combine{where, weights.data_as<float>(), M,
                                  k,     out.data_as<float>(),     ctx_->split_counters()};
     const bool combines = down_combine_ && moe_down_combines(M, D, tile_rows, yp, combine.out);
