@@ -479,6 +479,10 @@ HcInputs hc_inputs(Rng& rng, int64_t M, int64_t hc, int64_t D, int64_t nmix) {
           rand_host(rng, {nmix}), rand_host(rng, {nmix == hc ? 1 : 3}, 0.5f, 2.f)};
 }
 
+HcInputs hc_on_device(Backend& gpu, const HcInputs& in) {
+  return {to_dev(gpu, in.X), to_dev(gpu, in.fn), to_dev(gpu, in.base), to_dev(gpu, in.scale)};
+}
+
 TEST_F(Ops, HcPrePostHeadMatchCpu) {
   SEED_TRACE();
   for (auto [M, hc, D] : std::vector<std::array<int64_t, 3>>{
@@ -565,8 +569,9 @@ TEST_F(Ops, HcPreNormIsHcPreThenRmsNorm) {
     const int64_t M = k.M, hc = k.hc, D = k.D, nmix = (2 + hc) * hc;
     const HcInputs in = hc_inputs(rng, M, hc, D, nmix);
     const Tensor w = k.weighted ? rand_host(rng, {D}, 0.5f, 1.5f) : Tensor();
-    Tensor dX = to_dev(*gpu, in.X), dfn = to_dev(*gpu, in.fn), dbase = to_dev(*gpu, in.base),
-           dscale = to_dev(*gpu, in.scale), dw = k.weighted ? to_dev(*gpu, w) : Tensor();
+    const HcInputs d = hc_on_device(*gpu, in);
+    const Tensor &dX = d.X, &dfn = d.fn, &dbase = d.base, &dscale = d.scale;
+    const Tensor dw = k.weighted ? to_dev(*gpu, w) : Tensor();
     // The two ops in turn on the GPU.
     Tensor c = dev_poisoned(*gpu, {M, D}), p = dev_poisoned(*gpu, {M, hc}),
            cb = dev_poisoned(*gpu, {M, hc, hc}), n = dev_poisoned(*gpu, {M, D});
@@ -622,8 +627,9 @@ TEST_F(Ops, HcPostPreNormIsHcPostThenHcPreNorm) {
       const int64_t M = k.M, hc = k.hc, D = k.D, nmix = (2 + hc) * hc;
       const HcInputs in = hc_inputs(rng, M, hc, D, nmix);
       const Tensor w = k.weighted ? rand_host(rng, {D}, 0.5f, 1.5f) : Tensor();
-      Tensor dX = to_dev(*gpu, in.X), dfn = to_dev(*gpu, in.fn), dbase = to_dev(*gpu, in.base),
-             dscale = to_dev(*gpu, in.scale), dw = k.weighted ? to_dev(*gpu, w) : Tensor();
+      const HcInputs d = hc_on_device(*gpu, in);
+      const Tensor &dX = d.X, &dfn = d.fn, &dbase = d.base, &dscale = d.scale;
+      const Tensor dw = k.weighted ? to_dev(*gpu, w) : Tensor();
       Tensor dy = to_dev(*gpu, rand_host(rng, {M, D})),
              dpost = to_dev(*gpu, rand_host(rng, {M, hc}, 0.f, 2.f)),
              dcomb = to_dev(*gpu, rand_host(rng, {M, hc, hc}, 0.f, 1.f));

@@ -169,6 +169,25 @@ TEST_F(Moe, MoeExpertsRowsAreBatchInvariant) {
   }
 }
 
+// E random experts' bf16 weights on the device (w1, w3 [E, I, D], w2 [E, D, I]).
+struct DeviceExperts {
+  Tensor w1, w3, w2;
+};
+DeviceExperts random_device_experts(Backend& gpu, Rng& rng, int64_t E, int64_t I, int64_t D) {
+  DeviceExperts ex;
+  ex.w1 = to_dev(gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
+  ex.w3 = to_dev(gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
+  ex.w2 = to_dev(gpu, rand_host(rng, {E, D, I}, -0.2f, 0.2f), true);
+  return ex;
+}
+
+// n expert ids in [0, E).
+std::vector<int32_t> random_ids(Rng& rng, int64_t n, int64_t E) {
+  std::vector<int32_t> id(n);
+  for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
+  return id;
+}
+
 // moe_experts with its plan made ahead (moe_plan, as the model does on the router's side branch)
 // gives the bits it gives planning by itself, on the decode and the prefill tiles; a plan made
 // for another idx shape is refused.
@@ -181,11 +200,9 @@ TEST_F(Moe, MoeExpertsWithAPlanMadeAheadAreTheSame) {
       Rng rng;
       const int64_t D = 136, I = 64, E = 8, k = 2;
       const Tensor x = to_dev(*gpu, rand_host(rng, {M, D}));
-      Tensor dw1 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
-      Tensor dw3 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
-      Tensor dw2 = to_dev(*gpu, rand_host(rng, {E, D, I}, -0.2f, 0.2f), true);
-      std::vector<int32_t> id(M * k);
-      for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
+      const DeviceExperts ex = random_device_experts(*gpu, rng, E, I, D);
+      const Tensor &dw1 = ex.w1, &dw3 = ex.w3, &dw2 = ex.w2;
+      const std::vector<int32_t> id = random_ids(rng, M * k, E);
       const Tensor idx = to_dev(*gpu, i32_host(id, {M, k}));
       const Tensor wts = to_dev(*gpu, rand_host(rng, {M, k}, 0.f, 1.f));
       Tensor alone = to_dev(*gpu, zeros_host({M, D})), ahead = to_dev(*gpu, zeros_host({M, D}));
@@ -207,17 +224,15 @@ TEST_F(Moe, MoeExpertsWithAPlanMadeAheadAreTheSame) {
 TEST_F(Moe, DownGemmCombinesAsTheCombineKernel) {
   SEED_TRACE();
   const bool was = set_cuda_down_combine(*gpu, true);
-  for (const int64_t M : {int64_t{1}, cuda::kMoeDownCombineMaxTokens,
-                          cuda::kMoeDownCombineMaxTokens + 1, int64_t{5}}) {
+  for (const int64_t M :
+       {cuda::kMoeDownCombineMaxTokens, cuda::kMoeDownCombineMaxTokens + 1, int64_t{5}}) {
     SCOPED_TRACE(M);
     Rng rng;
     const int64_t D = 200, I = 64, E = 8, k = 3;
     const Tensor x = to_dev(*gpu, rand_host(rng, {M, D}));
-    Tensor dw1 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
-    Tensor dw3 = to_dev(*gpu, rand_host(rng, {E, I, D}, -0.2f, 0.2f), true);
-    Tensor dw2 = to_dev(*gpu, rand_host(rng, {E, D, I}, -0.2f, 0.2f), true);
-    std::vector<int32_t> id(M * k);
-    for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
+    const DeviceExperts ex = random_device_experts(*gpu, rng, E, I, D);
+    const Tensor &dw1 = ex.w1, &dw3 = ex.w3, &dw2 = ex.w2;
+    std::vector<int32_t> id = random_ids(rng, M * k, E);
     id[0] = id[1];  // one token's two slots on one expert
     const Tensor idx = to_dev(*gpu, i32_host(id, {M, k}));
     const Tensor wts = to_dev(*gpu, rand_host(rng, {M, k}, 0.f, 1.f));
