@@ -472,7 +472,7 @@ TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
 }
 
 // attention_batch_raw_q is bitwise rms_norm_rope then attention_batch_derotated: on the wgmma
-// kernel, which normalises and rotates the queries as it loads them (counted), on the mma.sync
+// kernel, whose query halves are made normalised and rotated (counted), on the mma.sync
 // kernel and for decode-sized rows (the queries normalised into a copy first), fp32 and bf16
 // out. Queries of a wide range of scales, so that a wrong per-head factor cannot hide.
 TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {

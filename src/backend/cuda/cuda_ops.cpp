@@ -403,8 +403,8 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   // Prefill-sized calls of the model's shapes run on Hopper wgmma (the same bits).
   const bool on_wgmma = wgmma_ && groups_per_block == 2 && attention_wgmma_supported(H, hd) &&
                         all_split && slots == 0 && in_kernel && aligned16(q.data());
-  // Raw queries (attention_batch_raw_q): normalised and rotated by the wgmma kernel as it loads
-  // them where it can, else by rms_norm_rope into a copy first.
+  // Raw queries (attention_batch_raw_q): normalised and rotated as the wgmma kernel's halves
+  // are made where it can, else by rms_norm_rope into a copy first.
   const float* qp = q.data_as<float>();
   Tensor normed_q;
   const bool q_in_kernel = q_norm_eps && on_wgmma && dst.rope_pos && attention_wgmma_norms_q(R);
@@ -414,16 +414,15 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     qp = normed_q.data_as<float>();
   }
   if (on_wgmma) {
-    std::shared_ptr<void> q_inv;  // the raw queries' row scales (their one read before)
-    if (q_in_kernel) {
-      q_inv = scratch(static_cast<size_t>(M * H) * sizeof(float));
-      check(launch_rms_scales(qp, *q_norm_eps, M * H, hd, static_cast<float*>(q_inv.get()),
-                              ctx_->stream()),
-            op);
-    }
-    check(launch_attention_wgmma(qp, M, rows_ptr, window, list, count, Kmax, sinks.data_as<float>(),
-                                 scale, static_cast<const float*>(q_inv.get()), dst,
-                                 ctx_->error_word(), ctx_->stream()),
+    std::shared_ptr<void> q_halves =
+        scratch(static_cast<size_t>(M * H * 2 * hd) * sizeof(uint16_t));
+    auto* halves = static_cast<uint16_t*>(q_halves.get());
+    check(launch_attention_q_halves(qp, M, q_in_kernel ? q_norm_eps : nullptr, dst.rope_pos,
+                                    dst.rope_freq, R, halves, ctx_->stream()),
+          op);
+    check(launch_attention_wgmma(halves, M, rows_ptr, window, list, count, Kmax,
+                                 sinks.data_as<float>(), scale, dst, ctx_->error_word(),
+                                 ctx_->stream()),
           op);
     ++wgmma_attention_calls_;
     fused_q_norm_attention_calls_ += q_in_kernel;

@@ -62,10 +62,6 @@ bool rms_norm_rope_fused(const float* x, const float* weight, int64_t hd, int64_
 cudaError_t launch_rms_norm_rope(const float* x, const float* weight, float eps, int64_t M,
                                  int64_t H, int64_t hd, const int32_t* positions,
                                  const float* inv_freq, int64_t R, float* out, cudaStream_t stream);
-// inv[r] = the 1 / rms rms_norm's fused kernel scales row r of x [rows, D] by (its bits), the
-// rows themselves not written: where rms_norm_rope_fused(x, null, D, 0, x).
-cudaError_t launch_rms_scales(const float* x, float eps, int64_t rows, int64_t D, float* inv,
-                              cudaStream_t stream);
 cudaError_t launch_rope(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* positions,
                         const float* inv_freq, int64_t R, bool inverse, cudaStream_t stream);
 // out = silu(min(g, limit)) * clamp(u, +-limit) (limit <= 0: no clamp); fp32 or bf16 output.
@@ -202,15 +198,18 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
 // launch_attention's two-group path on Hopper wgmma (kernels_attention_wgmma.cu; only where
 // wgmma_available() and attention_wgmma_supported(H, hd)): the same bits, one block per row.
 // Every row's keys must come split (win_h, and comp_h where it has entries), none split
-// (splits == 1), out stored by pairs, q 16-byte aligned. q_inv: q holds the heads before
-// rms_norm_rope (unweighted, rotated as out de-rotates: out.rope_pos set,
-// attention_wgmma_norms_q(R)) and q_inv [M, H] their launch_rms_scales; the kernel scales and
-// rotates them as it loads them: the values the two ops in turn give.
+// (splits == 1), out stored by pairs. Its queries come as fp16 hi / lo halves
+// [M, 64, 2 * 512] (16-byte aligned) made by launch_attention_q_halves from q [M, 64, 512]
+// fp32: q as it is, or, with q_eps, q before rms_norm_rope (unweighted, its last 2 R dims
+// rotated at positions[m]; attention_wgmma_norms_q(R)), giving that op's values.
 bool attention_wgmma_supported(int64_t H, int64_t hd);
 bool attention_wgmma_norms_q(int64_t R);
-cudaError_t launch_attention_wgmma(const float* q, int64_t M, const AttnRow* rows, int64_t window,
-                                   const int32_t* list, const int32_t* count, int64_t Kmax,
-                                   const float* sinks, float scale, const float* q_inv,
+cudaError_t launch_attention_q_halves(const float* q, int64_t M, const float* q_eps,
+                                      const int32_t* positions, const float* inv_freq, int64_t R,
+                                      uint16_t* halves, cudaStream_t stream);
+cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const AttnRow* rows,
+                                   int64_t window, const int32_t* list, const int32_t* count,
+                                   int64_t Kmax, const float* sinks, float scale,
                                    const AttnOutput& out, int32_t* err, cudaStream_t stream);
 // scores[m, e] = scale * sum_h w[m, h] * relu(dots[m, h, e]) for e < visible[m], else -inf.
 // dots [M, nh, E] are the per-head q . k products (a GEMM).

@@ -91,6 +91,11 @@ __device__ __forceinline__ float inv_rms(float ss, int64_t D, float eps) {
   return 1.f / sqrtf(ss / static_cast<float>(D) + eps);
 }
 
+// 1 / rms of a row held one float4 per thread (zeros past D), for the block.
+__device__ __forceinline__ float row_inv_rms4(const float4& v, int64_t D, float eps, float* red) {
+  return inv_rms(block_sum(sum_sq4(v), red), D, eps);
+}
+
 // rms_norm's scaling of 4 columns from i: v * inv [* w[i..i+4)] (w null: unweighted). Every
 // kernel writing normed rows goes through it, so that they give the same bits.
 __device__ __forceinline__ float4 scale4(const float4& v, float inv, const float* w, int64_t i) {

@@ -104,11 +104,6 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n
     out[i] = a[i] + b[i];
 }
 
-// 1 / rms of a row held one float4 per thread (zeros past D), for the block.
-__device__ __forceinline__ float row_inv_rms4(const float4& v, int64_t D, float eps, float* red) {
-  return inv_rms(block_sum(sum_sq4(v), red), D, eps);
-}
-
 // One block per row, one float4 per thread (D % 4 == 0, 16-byte aligned rows, D <=
 // kRmsNorm4MaxCols): a row's loads all in flight at once (a 4096-wide decode row in one round
 // trip instead of 16).
@@ -135,17 +130,6 @@ __global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int6
     rotate_pair(v.z, v.w, p, freq[pair + 1], 1.f);
   }
   *reinterpret_cast<float4*>(out + blockIdx.x * D + i) = v;
-}
-
-// rms_norm4_kernel's row scales alone (the same sums), one block per row.
-__global__ void rms_scale4_kernel(const float* x, float eps, int64_t D, float* inv) {
-  wait_for_prior_grid();
-  __shared__ float red[32];
-  const int64_t i = threadIdx.x * int64_t{4};
-  const float4 v = i < D ? *reinterpret_cast<const float4*>(x + blockIdx.x * D + i)
-                         : make_float4(0.f, 0.f, 0.f, 0.f);
-  const float s = row_inv_rms4(v, D, eps, red);
-  if (threadIdx.x == 0) inv[blockIdx.x] = s;
 }
 
 // One block per row (any D). The whole row is read (sum of squares) before any write, so out may
@@ -267,15 +251,6 @@ cudaError_t launch_rms_norm_rope(const float* x, const float* weight, float eps,
   return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(M * H),
                        static_cast<unsigned>(threads), 0, stream, x, weight, eps, hd, H, positions,
                        inv_freq, R, out);
-}
-
-cudaError_t launch_rms_scales(const float* x, float eps, int64_t rows, int64_t D, float* inv,
-                              cudaStream_t stream) {
-  if (rows <= 0 || D <= 0) return cudaSuccess;
-  if (!rms_norm_rope_fused(x, nullptr, D, 0, x) || rows > 0x7fffffff) return cudaErrorInvalidValue;
-  const int64_t threads = (D / 4 + 31) / 32 * 32;
-  return launch_kernel(rms_scale4_kernel, static_cast<unsigned>(rows),
-                       static_cast<unsigned>(threads), 0, stream, x, eps, D, inv);
 }
 
 cudaError_t launch_rope(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* positions,

@@ -1,5 +1,7 @@
 // Hopper's tensor memory accelerator (TMA, sm_90) from device code (C++17, nvcc only): the
-// shared-memory mbarrier a bulk tensor copy completes on, and the 3-D tiled copy itself. The
+// shared-memory mbarrier a bulk tensor copy completes on, and the 3-D tiled copy itself; and
+// what warp-specialised kernels build their stage rings from (mbarrier arrivals, cp.async
+// completion on an mbarrier, named barriers, warpgroup register reallocation). The
 // host side (the tensor maps) is tensor_map.h. Outside sm_90 every wrapper compiles to nothing
 // (DI_HAVE_WGMMA, wgmma_ptx.cuh, says where they are real); callers check it.
 #pragma once
@@ -29,6 +31,45 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
                "r"(bytes)
                : "memory");
+#endif
+}
+
+// One plain arrival (a consumer releasing a stage).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+#if DI_HAVE_WGMMA
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+#endif
+}
+
+// One arrival, made once this thread's cp.async copies issued so far have landed (the barrier
+// counts it among the arrivals it was initialised with).
+__device__ __forceinline__ void cp_async_mbarrier_arrive(uint64_t* bar) {
+#if DI_HAVE_WGMMA
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar))
+               : "memory");
+#endif
+}
+
+// A barrier over `threads` threads (whole warps) of the block under id (1-15; 0 is
+// __syncthreads'), so that a warp-specialised block's roles synchronise apart.
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+#if DI_HAVE_WGMMA
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+#endif
+}
+
+// The registers per thread of the calling warpgroup (a multiple of 8 in [24, 256]): a producer
+// gives its registers to the consumers' accumulators.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if DI_HAVE_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if DI_HAVE_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
 }
 
