@@ -54,7 +54,8 @@ constexpr uint32_t kConsumerBar = 1;
 // Shared memory, bytes; every MMA tile 1024-aligned. Rows are 128 bytes (64 fp16) with their
 // 16-byte chunks swizzled by the row (chunk c of row r at c ^ (r % 8)).
 constexpr int kQSlots = 3, kKvSlots = 4;
-constexpr int kQSlot = 2 * kRows * 128;            // Q's 64-dim slice, hi then lo: 16 KiB
+constexpr int kQPrefetchAfter = 2;       // P V stages before the next super-chunk's Q slices go out
+constexpr int kQSlot = 2 * kRows * 128;  // Q's 64-dim slice, hi then lo: 16 KiB
 constexpr int kKvSlot = 2 * kSuper * 128;          // the keys' slice, hi then lo: 32 KiB
 constexpr int kVHalf = (kHd / 64) * kVKeys * 128;  // 16 keys' hi (or lo): 8 slices of 2 KiB
 static_assert(2 * kVHalf == kKvSlot, "a PV stage fills a key slot");
@@ -142,26 +143,42 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
     // all their slices and both halves: eight row pointers held for the whole super-chunk (a
     // warp's copy covers four rows' lines). In P V stage v its row is t / 8 + 16 v.
     const int c = t & 7, r8 = t >> 3;
+    // Q's slice st (chunk c of heads t / 8 + 16 u, u < 4, in both halves) into the next Q slot.
+    auto issue_q = [&](int st) {
+      mbarrier_wait(&q_empty[qr.slot()], qr.parity() ^ 1);
+      unsigned char* qs = smem + qr.slot() * kQSlot;
+#pragma unroll
+      for (int u = 0; u < kQSlot / 16 / kProducers; ++u) {
+        const int hl = u >> 2, h = r8 + 16 * (u & 3);
+        cp_async16(qs + hl * (kRows * 128) + h * 128 + ((c ^ (h & 7)) << 4),
+                   qrow + h * 2 * kHd + hl * kHd + st * 64 + c * 8, true);
+      }
+      cp_async_mbarrier_arrive(&q_full[qr.slot()]);
+      ++qr.use;
+    };
+    // The list entries of this thread's rows of super-chunk sc (loaded a super-chunk ahead, so
+    // that their latency is not the next one's first stage's).
+    int32_t entry[8];
+    auto load_entries = [&](int sc) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int64_t key = int64_t{sc} * kSuper + r8 + 16 * j;
+        entry[j] = key < n ? keys.entry(key) : 0;
+      }
+    };
+    load_entries(0);
     for (int sc = 0; sc < supers; ++sc) {
       const int64_t kb = int64_t{sc} * kSuper;
       const uint16_t* src[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int64_t key = kb + r8 + 16 * j;
-        src[j] = key < n ? keys.halves_at(key, keys.entry(key)) : nullptr;
+        src[j] = key < n ? keys.halves_at(key, entry[j]) : nullptr;
       }
+      if (sc + 1 < supers) load_entries(sc + 1);
       for (int st = 0; st < kHd / 64; ++st) {
-        // Q's slice: chunk c of heads t / 8 + 16 u (u < 4) in both halves.
-        mbarrier_wait(&q_empty[qr.slot()], qr.parity() ^ 1);
-        unsigned char* qs = smem + qr.slot() * kQSlot;
-#pragma unroll
-        for (int u = 0; u < kQSlot / 16 / kProducers; ++u) {
-          const int hl = u >> 2, h = r8 + 16 * (u & 3);
-          cp_async16(qs + hl * (kRows * 128) + h * 128 + ((c ^ (h & 7)) << 4),
-                     qrow + h * 2 * kHd + hl * kHd + st * 64 + c * 8, true);
-        }
-        cp_async_mbarrier_arrive(&q_full[qr.slot()]);
-        ++qr.use;
+        // The first kQSlots slices went out during the last super-chunk's P V stages.
+        if (sc == 0 || st >= kQSlots) issue_q(st);
         // The 128 keys' slice st; absent keys land as zeros.
         mbarrier_wait(&kv_empty[kr.slot()], kr.parity() ^ 1);
         unsigned char* ks = smem + kOffKv + kr.slot() * kKvSlot;
@@ -176,11 +193,16 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
         ++kr.use;
       }
       // Keys [16 v, 16 v + 16) of the super-chunk, all dims, for P V: row t / 8 of the stage,
-      // chunk c of each of its 64-dim slices, both halves.
+      // chunk c of each of its 64-dim slices, both halves. After its first two stages, the next
+      // super-chunk's first Q slices (the Q slots free as the consumers finish S; a stage's
+      // arrival waits for every earlier copy of the thread, so not before the first ones).
       const int stages = pv_stages(n, kb);
+      const bool prefetch_q = sc + 1 < supers;
 #pragma unroll
       for (int v = 0; v < 2 * kChunks; ++v) {
         if (v >= stages) break;
+        if (prefetch_q && v == kQPrefetchAfter)
+          for (int st = 0; st < kQSlots; ++st) issue_q(st);
         mbarrier_wait(&kv_empty[kr.slot()], kr.parity() ^ 1);
         unsigned char* vs = smem + kOffKv + kr.slot() * kKvSlot;
         const uint16_t* row_src = src[v];
@@ -195,6 +217,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
         cp_async_mbarrier_arrive(&kv_full[kr.slot()]);
         ++kr.use;
       }
+      if (prefetch_q && stages <= kQPrefetchAfter)
+        for (int st = 0; st < kQSlots; ++st) issue_q(st);
     }
     cp_async_wait_all();
     return;
