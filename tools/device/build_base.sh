@@ -8,7 +8,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DIR=${BASE_DIR:-/tmp/base}
 LOG=${OUT:-/tmp}/base_build.log
 [[ -f "$ROOT/.basesrc/base.tgz" ]] || { echo "no .basesrc/base.tgz (pack_base.sh, carry it)" >&2; exit 1; }
-mkdir -p "$DIR" && tar xzf "$ROOT/.basesrc/base.tgz" -C "$DIR"
+# A warm machine may hold another base's tree: the archive's old mtimes would leave its objects
+# looking current to ninja, so a different revision starts from an empty directory.
+if [[ "$(cat "$DIR/REV" 2>/dev/null)" != "$(cat "$ROOT/.basesrc/REV")" ]]; then rm -rf "$DIR"; fi
+mkdir -p "$DIR" && tar xzf "$ROOT/.basesrc/base.tgz" -C "$DIR" && cp "$ROOT/.basesrc/REV" "$DIR/REV"
 {
   cmake -S "$DIR" -B "$DIR/b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_PYTHON="$(command -v python3)" &&
