@@ -279,10 +279,13 @@ inline size_t resident_smem(int64_t M, int64_t seg_tiles) {
 // same of w3. kResA (dense modes, g.x_f32): A resident in shared memory after the weight stages.
 template <Mode kMode, typename T, bool kResA = false>
 __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
-  // kResA waits after its first weight stages are in flight (nothing writes weights): they
-  // stream in while the kernel before drains.
-  if constexpr (!kResA) wait_for_prior_grid();
   constexpr bool kUp = kMode == kUpGemm, kSplit = kMode == kDenseSplitGemm;
+  // kResA and the experts' down GEMM wait after their first weight stages are in flight
+  // (nothing writes weights): they stream in while the kernel before drains. The down GEMM's
+  // plan is complete by then: the up GEMM before it triggers its dependents only after its own
+  // wait, which the plan's kernel precedes (read past L1 all the same, __ldcg).
+  constexpr bool kEarlyWeights = kResA || kMode == kDownGemm;
+  if constexpr (!kEarlyWeights) wait_for_prior_grid();
   constexpr bool kDense = kMode == kDenseGemm || kSplit;
   static_assert(!kResA || kDense, "resident A is for dense products");
   constexpr bool kAStaged = stages_f32_a<kMode, T>;  // fp32 A rows by cp.async
@@ -323,8 +326,8 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   } else {
     // The tile count and this slot's entry in one round trip (the entry is in the buffer's
     // max_tiles, read even past the count, used only below it).
-    const int32_t num_tiles = *g.num_tiles, e = g.tiles[2 * slot];
-    r0 = g.tiles[2 * slot + 1];
+    const int32_t num_tiles = __ldcg(g.num_tiles), e = __ldcg(g.tiles + 2 * slot);
+    r0 = __ldcg(g.tiles + 2 * slot + 1);
     if (slot >= num_tiles) return;
     w1 = g.w1 + static_cast<int64_t>(e) * g.N * K;
     if constexpr (kUp) w3 = g.w3 + static_cast<int64_t>(e) * g.N * K;
@@ -341,7 +344,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
         if (n < g.N && k < K) prefetch_l2((kUp && br >= BN / 2 ? w3 : w1) + n * K + k);
       }
     }
-    const int64_t r_end = g.offsets[e + 1];
+    const int64_t r_end = __ldcg(g.offsets + e + 1);
     rows = r_end - r0 < BM ? static_cast<int>(r_end - r0) : BM;
   }
 
@@ -384,27 +387,33 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     kt0 = static_cast<int>(blockIdx.z) * g.seg_tiles;
     if (gridDim.z > 1) KT = min(KT, kt0 + g.seg_tiles);
   }
-  auto load_stage = [&](int kt) {  // weights (and bf16 A) by cp.async; one group per stage
+  // Weights (and staged A) of stage kt by cp.async, one group per call; `a` / `w` false leaves
+  // A / the weights out (the down GEMM's first stages: weights before its wait, A after).
+  auto load_stage = [&](int kt, bool w = true, bool a = true) {
     if (kt < KT) {
       const int buf = (kt - kt0) % S;
       const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
       const bool kin = k < K;
+      if (w) {
 #pragma unroll
-      for (int i = 0; i < kBLoads; ++i)
-        cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc, b_src[i] + (kin ? k : 0),
-                   b_ok[i] && kin);
+        for (int i = 0; i < kBLoads; ++i)
+          cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc,
+                     b_src[i] + (kin ? k : 0), b_ok[i] && kin);
+      }
       if constexpr (kAStaged) {
         const int64_t ka = static_cast<int64_t>(kt) * kBK + ac;  // K % 8 == 0: whole chunks
         const bool ain = ka < K;
 #pragma unroll
         for (int i = 0; i < kAF32Loads; ++i)
-          cp_async16(Af + (buf * BM + (tid >> 4) + (NT / 16) * i) * kLdF + ac,
-                     a_src[i] ? a_src[i] + (ain ? ka : 0) : g.x_f32, a_src[i] && ain);
+          if (a)
+            cp_async16(Af + (buf * BM + (tid >> 4) + (NT / 16) * i) * kLdF + ac,
+                       a_src[i] ? a_src[i] + (ain ? ka : 0) : g.x_f32, a_src[i] && ain);
       } else if constexpr (!kAF32 && !kResA) {
 #pragma unroll
         for (int i = 0; i < kALoads; ++i)
-          cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
-                     ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
+          if (a)
+            cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
+                       ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
       }
     }
     cp_async_commit();  // empty past the end, so the group count stays uniform
@@ -435,9 +444,15 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     for (int j = 0; j < 2 * T::NJ; ++j)
       acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
+  // The down GEMM's groups before the loop: the S - 1 weight stages, then the S - 1 A stages,
+  // so the loop's wait for stage kt (all but S - 2 groups) still covers its weights and A.
+  constexpr bool kDown = kMode == kDownGemm;
 #pragma unroll
-  for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st);
-  if constexpr (kResA) wait_for_prior_grid();
+  for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st, true, !kDown);
+  if constexpr (kEarlyWeights) wait_for_prior_grid();
+  if constexpr (kDown)
+#pragma unroll
+    for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st, false, true);
   // Once its last weight stage is queued, the kernel after this one may be scheduled: its blocks
   // take the SMs this grid's leave while it computes its last stages (it still waits for this
   // grid to finish before touching its outputs). Batch 1 2.638 -> 2.617 ms, 64k 2.752 -> 2.730.
