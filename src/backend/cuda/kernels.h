@@ -302,6 +302,9 @@ struct MoeDownCombine {
 // per token), so batch 1 only.
 inline constexpr int64_t kMoeDownCombineMaxTokens = 1;
 bool moe_down_combines(int64_t M, int64_t D, int tile_rows, const float* y, const float* out);
+// Launch it right after launch_moe_up_gemm of the same plan on the same stream: it reads the plan
+// (and starts its weights) before its programmatic-launch wait, which the up GEMM's order makes
+// safe.
 cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
                                  const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
                                  const uint16_t* w2, int64_t D, int64_t I, float* y,
