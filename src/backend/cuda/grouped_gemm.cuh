@@ -279,12 +279,13 @@ inline size_t resident_smem(int64_t M, int64_t seg_tiles) {
 // same of w3. kResA (dense modes, g.x_f32): A resident in shared memory after the weight stages.
 template <Mode kMode, typename T, bool kResA = false>
 __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
-  constexpr bool kUp = kMode == kUpGemm, kSplit = kMode == kDenseSplitGemm;
+  constexpr bool kUp = kMode == kUpGemm, kDown = kMode == kDownGemm;
+  constexpr bool kSplit = kMode == kDenseSplitGemm;
   // kResA and the experts' down GEMM wait after their first weight stages are in flight
   // (nothing writes weights): they stream in while the kernel before drains. The down GEMM's
   // plan is complete by then: the up GEMM before it triggers its dependents only after its own
   // wait, which the plan's kernel precedes (read past L1 all the same, __ldcg).
-  constexpr bool kEarlyWeights = kResA || kMode == kDownGemm;
+  constexpr bool kEarlyWeights = kResA || kDown;
   if constexpr (!kEarlyWeights) wait_for_prior_grid();
   constexpr bool kDense = kMode == kDenseGemm || kSplit;
   static_assert(!kResA || kDense, "resident A is for dense products");
@@ -400,20 +401,20 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
           cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc,
                      b_src[i] + (kin ? k : 0), b_ok[i] && kin);
       }
-      if constexpr (kAStaged) {
-        const int64_t ka = static_cast<int64_t>(kt) * kBK + ac;  // K % 8 == 0: whole chunks
-        const bool ain = ka < K;
+      if (a) {
+        if constexpr (kAStaged) {
+          const int64_t ka = static_cast<int64_t>(kt) * kBK + ac;  // K % 8 == 0: whole chunks
+          const bool ain = ka < K;
 #pragma unroll
-        for (int i = 0; i < kAF32Loads; ++i)
-          if (a)
+          for (int i = 0; i < kAF32Loads; ++i)
             cp_async16(Af + (buf * BM + (tid >> 4) + (NT / 16) * i) * kLdF + ac,
                        a_src[i] ? a_src[i] + (ain ? ka : 0) : g.x_f32, a_src[i] && ain);
-      } else if constexpr (!kAF32 && !kResA) {
+        } else if constexpr (!kAF32 && !kResA) {
 #pragma unroll
-        for (int i = 0; i < kALoads; ++i)
-          if (a)
+          for (int i = 0; i < kALoads; ++i)
             cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
                        ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
+        }
       }
     }
     cp_async_commit();  // empty past the end, so the group count stays uniform
@@ -444,9 +445,8 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     for (int j = 0; j < 2 * T::NJ; ++j)
       acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
-  // The down GEMM's groups before the loop: the S - 1 weight stages, then the S - 1 A stages,
-  // so the loop's wait for stage kt (all but S - 2 groups) still covers its weights and A.
-  constexpr bool kDown = kMode == kDownGemm;
+      // The down GEMM's groups before the loop: the S - 1 weight stages, then the S - 1 A stages,
+      // so the loop's wait for stage kt (all but S - 2 groups) still covers its weights and A.
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) load_stage(kt0 + st, true, !kDown);
   if constexpr (kEarlyWeights) wait_for_prior_grid();
