@@ -30,11 +30,12 @@ constexpr VarSpec kVars[] = {
      "once for 32 heads, the next one streamed in while the current one computes) when the "
      "call's one-group grid has at least this many blocks per SM; 0: always. The same bits "
      "either way. For tuning."},
-    {"DEEPINFER_ATTENTION_SPLIT_KEYS", VarType::kInt, "128",
-     "CUDA backend: the fewest keys one block of a query's attention takes when its keys are "
-     "split over several blocks (flash decoding; rounded up to 32-key chunks). Chosen per "
-     "sequence (a sequence's bits do not depend on its batch), so smaller values speed up "
-     "batch-1 decode and slow larger batches. For tuning."},
+    {"DEEPINFER_ATTENTION_SPLIT_KEYS", VarType::kInt, "64",
+     "CUDA backend: the keys of one unit of a decode query's attention (flash decoding; "
+     "rounded up to 32-key chunks): each unit is an online softmax of its own, and the units "
+     "fold together in order, in one block per head group when the batch fills the device, "
+     "else over several blocks and a merge kernel (the same bits either way). Chosen per "
+     "sequence (a sequence's bits do not depend on its batch). For tuning."},
     {"DEEPINFER_CUDA_CLUSTER_SPLIT", VarType::kBool, "1",
      "CUDA backend: a decode product whose K is split into 2-8 segments runs each output "
      "tile's segments as one thread block cluster where the grid's clusters are all resident "

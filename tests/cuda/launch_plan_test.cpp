@@ -86,21 +86,36 @@ TEST(LaunchPlans, Fp32xProductsAreTheMeasuredOnes) {
 }
 
 TEST(LaunchPlans, DecodeAttentionAndExpertShapes) {
-  // Batch-1 decode at 4k context on 132 SMs: an HCA row sees 128 window rows + 32 entries (2
-  // splits of 4 head groups: 8 blocks), a CSA row 128 + 512 (5 splits: 20 blocks).
+  // Batch-1 decode at 4k context on 132 SMs: an HCA row sees 128 window rows + 32 entries (3
+  // units of 64 keys), a CSA row 128 + 512 (10 units).
+  EXPECT_EQ(attention_split_keys(), 64);
+  EXPECT_EQ(attention_splits(1, 64, 160, 132), 3);
+  EXPECT_EQ(attention_splits(1, 64, 640, 132), 10);
+  EXPECT_EQ(attention_splits(1, 64, 64, 132), 1);     // one unit
+  EXPECT_EQ(attention_splits(256, 64, 640, 132), 1);  // the rows fill the device
+  EXPECT_EQ(attention_splits(1, 16, int64_t{1} << 40, 132), kMaxAttnUnits);
+  set_attention_split_keys(128);  // DEEPINFER_ATTENTION_SPLIT_KEYS=128
   EXPECT_EQ(attention_splits(1, 64, 160, 132), 2);
   EXPECT_EQ(attention_splits(1, 64, 640, 132), 5);
-  EXPECT_EQ(attention_splits(1, 64, 32, 132), 1);        // one chunk
-  EXPECT_EQ(attention_splits(256, 64, 640, 132), 1);     // the rows fill the device
-  EXPECT_LE(attention_splits(1, 16, 1 << 20, 132), 64);  // at most 64
-  set_attention_split_keys(32);  // DEEPINFER_ATTENTION_SPLIT_KEYS=32: a chunk per split
-  EXPECT_EQ(attention_splits(1, 64, 160, 132), 5);
-  EXPECT_EQ(attention_splits(1, 64, 640, 132), 20);
   set_attention_split_keys(40);  // rounded up to whole chunks: 64
+  EXPECT_EQ(attention_split_keys(), 64);
   EXPECT_EQ(attention_splits(1, 64, 640, 132), 10);
+  set_attention_split_keys(32);
+  EXPECT_EQ(attention_splits(1, 64, 640, 132), 20);
   set_attention_split_keys(0);  // at least one chunk
   EXPECT_EQ(attention_splits(1, 64, 160, 132), 5);
   set_attention_split_keys(kAttentionSplitKeys);
+  // Scheduling the units: batch 1's 4 head groups x 10 units run a unit per block; batch 8's
+  // 320 take 3 per block (about a block per SM); from 33 rows (a block per SM) each row's head
+  // group folds all its units in one block; no split rows, no plan.
+  EXPECT_FALSE(attention_unit_plan(1, 10, 64, 132).fold);
+  EXPECT_EQ(attention_unit_plan(1, 10, 64, 132).units_per_block, 1);
+  EXPECT_FALSE(attention_unit_plan(8, 80, 64, 132).fold);
+  EXPECT_EQ(attention_unit_plan(8, 80, 64, 132).units_per_block, 3);
+  EXPECT_FALSE(attention_unit_plan(32, 320, 64, 132).fold);
+  EXPECT_TRUE(attention_unit_plan(33, 330, 64, 132).fold);
+  EXPECT_FALSE(attention_unit_plan(0, 0, 64, 132).fold);
+  EXPECT_EQ(attention_unit_plan(0, 0, 64, 132).units_per_block, 1);
   // Two warps per dim quarter: one-group blocks, head dims past 64, one wave at most.
   EXPECT_EQ(attention_quarter_warps(1, 512, 132, 132), 2);
   EXPECT_EQ(attention_quarter_warps(1, 512, 133, 132), 1);

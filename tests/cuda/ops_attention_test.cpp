@@ -140,9 +140,11 @@ TEST_F(Attn, AttentionMatchesCpu) {
 // 64; 512 is the V4-Flash shape, GPU only: the CPU reference would take minutes).
 TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
   SEED_TRACE();
-  // Keys per query <= 128: one key split at every call size, so the rows can match bitwise.
+  // Keys per query <= 128 in units of 128: one pass over the keys at every call size, so the rows
+  // can match bitwise (a one-row call splits keys past a unit; restored at the end).
   const int64_t M = 1100, H = 64, window = 96, E = 300, K = 32, S = 200;
   const int sms = cuda::list_devices().at(0).multiprocessors;
+  cuda::set_attention_split_keys(128);
   // Pairs from 32 one-group blocks per SM on (1056 rows here), so that the 200-row calls run one
   // group per block; restored at the end.
   cuda::set_attention_pair_blocks(32);
@@ -218,6 +220,7 @@ TEST_F(Attn, PrefillSizedCallsMatchSmallerCalls) {
         << "hd " << hd << ": the decode row differs from the same query in the prefill";
   }
   cuda::set_attention_pair_blocks(cuda::kAttentionPairBlocksPerSm);
+  cuda::set_attention_split_keys(cuda::kAttentionSplitKeys);
 }
 
 // Several sequences in one attention_batch call (a decode step's batch, plus a prefill-like
@@ -304,6 +307,112 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
   std::vector<Backend::AttentionSegment> gap = dsegs;
   gap[1].row0 += 1;
   EXPECT_THROW(gpu->attention_batch(dq, gap, window, dsinks, scale, out), Error);
+}
+
+Tensor bf16_poisoned(Backend& gpu, std::vector<int64_t> shape) {
+  Tensor poison = host(std::move(shape), DType::kBF16);
+  std::fill_n(poison.data_as<uint16_t>(), poison.numel(), uint16_t{0x7fc1});
+  return to_dev(gpu, poison);
+}
+
+// Decode rows' key units fold alike however a launch schedules them (attention_unit_plan): a
+// batch of enough rows to fold every row's units in its own blocks, a batch of 16 (several units
+// per block, partials merged), and each row alone (a unit per block) give the same bits, fp32
+// and de-rotated into bf16, and match the CPU. Rows of 20 keys (one unit), up to 168 (a window
+// and a visible prefix: 3 units of 64, the last partial or empty) and up to 128 + 512 (comp_idx
+// with -1 and duplicates: units past the row's distinct keys stay empty); head dims 512 (two
+// warps per quarter) and 64.
+TEST_F(Attn, DecodeUnitsFoldAlikeInEveryPlan) {
+  SEED_TRACE();
+  const int sms = cuda::list_devices().at(0).multiprocessors;
+  const int64_t H = 64, window = 128, R = 16;
+  // Rows r % 3 == 0 see one unit of keys; the others split (4 one-group blocks a row): enough of
+  // them for a block per SM. The first 16 have 5 rows of 10 units and 5 of 3 (168 keys at most).
+  ASSERT_EQ(64, cuda::attention_split_keys());
+  const int64_t rows = (sms + 3) / 4 * 3 / 2 + 6, split_rows = rows - (rows + 2) / 3;
+  ASSERT_TRUE(cuda::attention_unit_plan(split_rows, split_rows * 3, H, sms).fold);
+  ASSERT_FALSE(cuda::attention_unit_plan(10, 5 * 10 + 5 * 3, H, sms).fold);
+  ASSERT_GT(cuda::attention_unit_plan(10, 5 * 10 + 5 * 3, H, sms).units_per_block, 1);
+  ASSERT_EQ(1, cuda::attention_unit_plan(1, 10, H, sms).units_per_block);
+  for (int64_t hd : {512, 64}) {
+    SCOPED_TRACE(testing::Message() << "hd " << hd);
+    Rng rng;
+    const Tensor sinks = rand_host(rng, {H}, -2.f, 2.f), dsinks = to_dev(*gpu, sinks);
+    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+    Tensor freq = host({R});
+    for (int64_t i = 0; i < R; ++i)
+      freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
+    const Tensor dfreq = to_dev(*gpu, freq);
+    struct Row {
+      Tensor win, comp, idx, vis;  // host
+    };
+    std::vector<Row> host_rows(static_cast<size_t>(rows));
+    std::vector<Backend::AttentionSegment> segs;
+    std::vector<Tensor> keep;
+    auto dev = [&](const Tensor& t) {
+      if (!t.defined()) return TensorView();
+      keep.push_back(to_dev(*gpu, t));
+      return keep.back().view();
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+      Row& h = host_rows[r];
+      const int kind = static_cast<int>(r % 3);
+      h.win = rand_host(rng, {kind == 0 ? 20 : 128 + rng.integer(0, 60), hd});
+      if (kind == 1) {
+        h.comp = rand_host(rng, {40, hd});
+        h.vis = i32_host({static_cast<int32_t>(rng.integer(0, 40))}, {1});
+      } else if (kind == 2) {
+        const int64_t E = rng.integer(300, 2000);
+        h.comp = rand_host(rng, {E, hd});
+        std::vector<int32_t> v(512);
+        for (auto& e : v) e = static_cast<int32_t>(rng.integer(-1, E - 1));
+        v[1] = v[0];
+        h.idx = i32_host(v, {1, 512});
+      }
+      segs.push_back({r, 1, dev(h.win), dev(h.comp), dev(h.idx), dev(h.vis)});
+    }
+    const Tensor q = rand_host(rng, {rows, H, hd}), dq = to_dev(*gpu, q);
+    std::vector<int32_t> pos(rows);
+    for (auto& e : pos) e = static_cast<int32_t>(rng.integer(0, 200000));
+    const Tensor dpos = to_dev(*gpu, i32_host(pos, {rows}));
+    // The rows [r0, r0 + n) as one call: fp32, and de-rotated bf16.
+    auto run = [&](int64_t r0, int64_t n, bool derotated) {
+      std::vector<Backend::AttentionSegment> part(segs.begin() + r0, segs.begin() + r0 + n);
+      for (auto& g : part) g.row0 -= r0;
+      const TensorView qv = dq.view().slice_rows(r0, r0 + n);
+      if (!derotated) {
+        Tensor out = dev_poisoned(*gpu, {n, H, hd});
+        gpu->attention_batch(qv, part, window, dsinks, scale, out);
+        return to_host(*gpu, out);
+      }
+      Tensor out = bf16_poisoned(*gpu, {n, H, hd});
+      gpu->attention_batch_derotated(qv, part, window, dsinks, scale,
+                                     dpos.view().slice_rows(r0, r0 + n), dfreq, out);
+      return to_host(*gpu, out);
+    };
+    for (bool derotated : {false, true}) {
+      SCOPED_TRACE(derotated ? "de-rotated bf16" : "fp32");
+      const Tensor all = run(0, rows, derotated);
+      const size_t row_bytes = static_cast<size_t>(H * hd) * (derotated ? 2 : 4);
+      const auto* all_bytes = static_cast<const unsigned char*>(all.view().data());
+      const Tensor sixteen = run(0, 16, derotated);
+      EXPECT_EQ(0, std::memcmp(sixteen.view().data(), all_bytes, 16 * row_bytes))
+          << "a batch of 16 differs from the folding batch";
+      for (int64_t r = 0; r < rows; ++r) {
+        const Tensor one = run(r, 1, derotated);
+        EXPECT_EQ(0, std::memcmp(one.view().data(), all_bytes + r * row_bytes, row_bytes))
+            << "row " << r << " alone differs from its row in the folding batch";
+        if (derotated || r >= 9) continue;
+        const Row& h = host_rows[r];
+        Tensor ref = host({1, H, hd});
+        cpu->attention(q.view().slice_rows(r, r + 1), h.win, window, h.comp.view(), h.idx.view(),
+                       h.vis.view(), sinks, scale, ref);
+        Tensor got = host({1, H, hd});
+        std::memcpy(got.data_as<float>(), all_bytes + r * row_bytes, row_bytes);
+        EXPECT_LE(rel_err(got, ref), kTolAttention) << "row " << r;
+      }
+    }
+  }
 }
 
 // attention_batch_derotated: bitwise attention_batch then rope(inverse) on the GPU into fp32, and
@@ -423,12 +532,6 @@ struct WgmmaBatch {
     pos = to_dev(gpu, i32_host(p, {M}));
   }
 };
-
-Tensor bf16_poisoned(Backend& gpu, std::vector<int64_t> shape) {
-  Tensor poison = host(std::move(shape), DType::kBF16);
-  std::fill_n(poison.data_as<uint16_t>(), poison.numel(), uint16_t{0x7fc1});
-  return to_dev(gpu, poison);
-}
 
 bool same_bytes(Backend& gpu, const Tensor& a, const Tensor& b) {
   const Tensor x = to_host(gpu, a), y = to_host(gpu, b);

@@ -252,15 +252,22 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
              inv_freq.shape_str(), 2 * R, q.shape_str(), hd);
   }
 
-  // One descriptor per query row: its sequence's keys, and its key splits, chosen from that
+  // One descriptor per query row: its sequence's keys, and its key units, chosen from that
   // sequence alone (the most keys any of its rows can see: the exact counts are on the device).
   std::vector<AttnRow> rows(static_cast<size_t>(M));
-  const int groups_per_block = attention_groups_per_block(M, H, ctx_->num_sms());
+  const int sms = ctx_->num_sms();
+  const int64_t groups16 = (H + kAttnHeadsPerBlock - 1) / kAttnHeadsPerBlock;
+  // Rows of segments small enough to split their keys: enough of them and the launch folds their
+  // units in one-group blocks (attention_unit_plan; rows with few keys do not split after all,
+  // which only costs them the pairs).
+  int64_t may_split_rows = 0;
+  for (const AttentionSegment& seg : segments)
+    if (seg.count * groups16 < 3 * int64_t{sms > 0 ? sms : 132}) may_split_rows += seg.count;
+  const bool may_fold = attention_unit_plan(may_split_rows, may_split_rows, H, sms).fold;
+  const int groups_per_block = may_fold ? 1 : attention_groups_per_block(M, H, sms);
   const int64_t heads_per_block = kAttnHeadsPerBlock * groups_per_block;
-  const int64_t groups = (H + heads_per_block - 1) / heads_per_block;  // blocks per row and split
-  int64_t Kmax = 0, Emax = 0, blocks = 0, part_rows = 0;
-  int first_splits = 0;
-  bool uniform = true;    // every segment chose the same splits
+  const int64_t groups = (H + heads_per_block - 1) / heads_per_block;  // blocks per row and range
+  int64_t Kmax = 0, Emax = 0, split_rows = 0, units = 0;
   bool all_split = true;  // every segment with rows has its keys split (the wgmma kernel's need)
   // Two-group blocks of a prefill-sized segment read its keys split into fp16 hi / lo once here
   // (each key serves up to a window of queries, or every query picking it) instead of
@@ -325,10 +332,10 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     // width K, which follows the widest row of the batch (splits must not depend on companions).
     const int64_t max_keys =
         std::min<int64_t>(window, P + S) + (use_idx ? std::min(K, E) : (use_vis ? E : 0));
-    const int splits = attention_splits(S, H, max_keys, ctx_->num_sms());
-    if (S > 0) {
-      if (first_splits == 0) first_splits = splits;
-      uniform = uniform && splits == first_splits;
+    const int splits = attention_splits(S, H, max_keys, sms);
+    if (splits > 1) {
+      split_rows += S;
+      units += S * splits;
     }
     const uint16_t* win_h = nullptr;
     const uint16_t* comp_h = nullptr;
@@ -347,16 +354,28 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
       row.idx = use_idx && K > 0 ? seg.comp_idx.data_as<int32_t>() + r * K : nullptr;
       row.visible = use_vis ? seg.comp_visible.data_as<int32_t>() + r : nullptr;
       row.win_end = P + r + 1;
-      row.first_block = blocks;
-      row.part_off = splits > 1 ? part_rows : 0;
       row.E = static_cast<int32_t>(E);
       row.K = static_cast<int32_t>(K);
       row.splits = splits;
-      blocks += groups * splits;
-      if (splits > 1) part_rows += splits;
     }
   }
   if (M == 0 || H == 0) return;
+  // Each row's blocks and partial slots as the plan schedules its units.
+  const AttnUnitPlan plan = attention_unit_plan(split_rows, units, H, sms);
+  int64_t blocks = 0, part_rows = 0;
+  bool uniform = true;  // every row has as many blocks
+  for (AttnRow& row : rows) {
+    const bool partials = row.splits > 1 && !plan.fold;
+    row.unit_blocks =
+        partials
+            ? static_cast<int32_t>((row.splits + plan.units_per_block - 1) / plan.units_per_block)
+            : 1;
+    row.first_block = blocks;
+    row.part_off = partials ? part_rows : 0;
+    blocks += groups * row.unit_blocks;
+    if (partials) part_rows += row.splits;
+    uniform = uniform && row.unit_blocks == rows[0].unit_blocks;
+  }
   DI_CHECK(M * H <= INT_MAX, ErrorCode::kUnsupported, "{}: {} x {} blocks exceed the grid", op, M,
            H);
   const std::shared_ptr<void> rows_dev = upload_scratch(rows.data(), rows.size() * sizeof(AttnRow));
@@ -402,7 +421,7 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   }
   // Prefill-sized calls of the model's shapes run on Hopper wgmma (the same bits).
   const bool on_wgmma = wgmma_ && groups_per_block == 2 && attention_wgmma_supported(H, hd) &&
-                        all_split && slots == 0 && in_kernel && aligned16(q.data());
+                        all_split && split_rows == 0 && in_kernel && aligned16(q.data());
   // Raw queries (attention_batch_raw_q): normalised and rotated as the wgmma kernel's halves
   // are made where it can, else by rms_norm_rope into a copy first.
   const float* qp = q.data_as<float>();
@@ -430,7 +449,7 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   }
   const int quarter_warps = attention_quarter_warps(groups_per_block, hd, blocks, ctx_->num_sms());
   check(launch_attention(qp, M, H, hd, rows_ptr, groups_per_block, quarter_warps, blocks, uniform,
-                         slots > 0, window, list, count, Kmax, sinks.data_as<float>(), scale,
+                         plan, window, list, count, Kmax, sinks.data_as<float>(), scale,
                          static_cast<float*>(workspace.get()), slots, dst, ctx_->error_word(),
                          ctx_->stream()),
         op);

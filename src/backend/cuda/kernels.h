@@ -112,17 +112,19 @@ cudaError_t launch_window_pool(const float* kv, const float* gate, const float* 
                                int64_t N, int64_t S, int64_t d, float* out, cudaStream_t stream);
 // One query row of an attention call (row m of q): its sequence's keys, what it sees, and its
 // share of the grid. Key splits are chosen per sequence (attention_splits of that sequence's rows
-// and keys alone), so a row's result does not depend on the other sequences of the call.
+// and keys alone, and folded in one order however their units are scheduled), so a row's result
+// does not depend on the other sequences of the call.
 struct AttnRow {
   const float* win;        // the sequence's window rows (win_kv)
   const float* comp;       // its compressed entries, or null
   const int32_t* idx;      // this row of its comp_idx, or null
   const int32_t* visible;  // &comp_visible[this row], or null
   int64_t win_end;  // window rows up to and including this query (P + its row in the sequence + 1)
-  int64_t first_block;  // its blocks: [first_block, first_block + groups * splits), rows in order
-  int64_t part_off;     // with splits > 1: its first partial slot (sum of earlier rows' splits)
+  int64_t first_block;  // its blocks: [first_block, first_block + groups * unit_blocks), in order
+  int64_t part_off;     // with partials: its first partial slot (sum of earlier rows' splits)
   int32_t E, K;         // entries in comp; columns of idx
-  int32_t splits;       // key splits of this row (1: written directly)
+  int32_t splits;       // key units of this row (attention_splits; 1: its keys in one pass)
+  int32_t unit_blocks;  // blocks per head group: ceil(splits / units_per_block), or 1
   // The same keys already split into fp16 hi / lo (launch_split_keys; rows of 2 * hd halves:
   // hi then lo), or null. Used by blocks that stream their keys (two-group blocks): they load
   // the halves as they are instead of converting every chunk for every query.
@@ -142,24 +144,38 @@ cudaError_t launch_dedup_idx(const AttnRow* rows, int64_t M, int64_t Kmax, int64
                              int32_t* list, int32_t* count, int32_t* err, cudaStream_t stream);
 inline constexpr int64_t kMaxAttnHeadDim = 512;
 inline constexpr int kAttnHeadsPerBlock = 16;
-// Key splits for M queries of H heads with at most max_keys keys each: enough blocks to fill the
-// device (flash decoding), 1 when the queries alone do, each split at least
-// attention_split_keys keys.
+// Key units for M queries of H heads with at most max_keys keys each (flash decoding): 1 when the
+// queries alone fill the device or the keys fit one unit, else ceil(max_keys /
+// attention_split_keys()) units, each an online softmax of its own, folded in order.
+inline constexpr int64_t kMaxAttnUnits = 1 << 20;
 int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
-// The fewest keys a split takes (DEEPINFER_ATTENTION_SPLIT_KEYS, rounded up to whole 32-key
-// chunks). Splits are chosen per sequence, so every row of a decode batch splits alike: 32
-// took batch-1 decode 2.4% faster and batch 8-128 1-13% slower than 128 (docs/perf.md).
-inline constexpr int64_t kAttentionSplitKeys = 128;
+// The keys of a unit (DEEPINFER_ATTENTION_SPLIT_KEYS, rounded up to whole 32-key chunks). Units
+// are chosen per sequence; how they are scheduled (attention_unit_plan) does not change a bit.
+// 64: batch-1 decode at 4k context 2% faster than 128-key splits, batch 8 as fast (32: batch 8
+// 0.6% slower), and a row of up to 64 keys keeps the bits of the same query in a prefill call.
+inline constexpr int64_t kAttentionSplitKeys = 64;
 void set_attention_split_keys(int64_t keys);
-// Blocks of (query, 16 x groups_per_block heads, key split) on tensor cores (fp16 hi/lo operands,
-// fp32 accumulation), `blocks` in all (the rows' groups * splits; rows_uniform: every row has the
-// same splits, so row m's blocks start at m * blocks / M). Query m's keys: its window rows,
-// then its compressed entries: the deduplicated list (list row m, count[m]) when rows[m].idx is
-// set, else the prefix comp[0, *visible), else none. workspace: (hd + 2) floats per partial slot
-// (H per unit of part_off), when any row has splits > 1.
+int64_t attention_split_keys();
+// How a launch schedules its split rows' units: with a block per SM or more in one-group blocks
+// (split_rows x ceil(H / 16)), each block folds all its row's units (fold: no partials, no
+// merge; launch_attention then takes one-group blocks); else blocks of units_per_block
+// consecutive units (about a block per SM over the `units` all split rows have) store a
+// partial per unit, folded by a merge kernel after.
+struct AttnUnitPlan {
+  bool fold = false;
+  int64_t units_per_block = 1;
+};
+AttnUnitPlan attention_unit_plan(int64_t split_rows, int64_t units, int64_t H, int num_sms);
+// Blocks of (query, 16 x groups_per_block heads, range of key units) on tensor cores (fp16 hi/lo
+// operands, fp32 accumulation), `blocks` in all (the rows' groups * unit_blocks; rows_uniform:
+// every row has as many, so row m's blocks start at m * blocks / M). Query m's keys: its window
+// rows, then its compressed entries: the deduplicated list (list row m, count[m]) when
+// rows[m].idx is set, else the prefix comp[0, *visible), else none. workspace: (hd + 2) floats
+// per partial slot (H per unit of part_off), partial_slots of them, when rows leave partials
+// (split rows of a launch that does not fold).
 // groups_per_block (1 or 2, attention_groups_per_block): 16-head groups one block serves, each
-// row's blocks then ceil(H / (16 groups_per_block)) * splits; a head's result is the same either
-// way.
+// row's blocks then ceil(H / (16 groups_per_block)) * unit_blocks; a head's result is the same
+// either way.
 int attention_groups_per_block(int64_t M, int64_t H, int num_sms);
 // Pairs where a call's one-group grid (M x ceil(H / 16) blocks) has at least this many blocks per
 // SM (DEEPINFER_ATTENTION_PAIR_BLOCKS; 0: always). The same bits either way.
@@ -191,10 +207,11 @@ inline bool attention_stores_pairs(int64_t hd, const void* out, bool bf16) {
 }
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
                              int groups_per_block, int quarter_warps, int64_t blocks,
-                             bool rows_uniform, bool any_split, int64_t window, const int32_t* list,
-                             const int32_t* count, int64_t Kmax, const float* sinks, float scale,
-                             float* workspace, int64_t partial_slots, const AttnOutput& out,
-                             int32_t* err, cudaStream_t stream);
+                             bool rows_uniform, const AttnUnitPlan& units, int64_t window,
+                             const int32_t* list, const int32_t* count, int64_t Kmax,
+                             const float* sinks, float scale, float* workspace,
+                             int64_t partial_slots, const AttnOutput& out, int32_t* err,
+                             cudaStream_t stream);
 // launch_attention's two-group path on Hopper wgmma (kernels_attention_wgmma.cu; only where
 // wgmma_available() and attention_wgmma_supported(H, hd)): the same bits, one block per row.
 // Every row's keys must come split (win_h, and comp_h where it has entries), none split

@@ -4,16 +4,19 @@
 // (mma.sync m16n8k16, fp32 accumulation) with the online softmax in registers. 4 warps per head
 // group split the head dim: each computes a partial S over its quarter of the dims (summed
 // through shared memory) and owns that quarter of O (one-wave decode grids: 2 warps per quarter,
-// splitting its keys and its O; attention_quarter_warps). Blocks are (query, G head groups, key
-// split); splits write unnormalised partials (O, running max, running sum) that a second kernel
-// merges together with the sinks. G = 2 (prefill: blocks enough) stages each key once for 32
-// heads, halving the L2 -> shared traffic that bounds the kernel there; a head's arithmetic is
-// the same for any G.
-// Precision: every operand is split into two fp16 halves, x = hi + lo (lo = fp16(x - hi)), and
-// each product takes three mma (hi*hi + hi*lo + lo*hi), about 21 bits of mantissa: scores and
-// outputs as accurate as fp32 math to the softmax's needs. One fp16 operand alone (10 bits) was
-// enough to flip near-tie indexer and routing decisions downstream in the golden tests. q and
-// keys are RMS-normed, well inside fp16's range (values saturate rather than overflow).
+// splitting its keys and its O; attention_quarter_warps). Blocks are (query, G head groups,
+// range of key units). A row whose keys split (decode) takes them in units of unit_keys keys,
+// each an online softmax of its own; the units fold together in order (fold_scales) with the
+// sink (fold_finish) either in the block that ran them all (folding launches: every split row's
+// units in one block) or by a second kernel from their unnormalised partials (O, max, sum): the
+// same operations on the same values either way, so a row's bits depend on its keys alone. G = 2
+// (prefill: blocks enough) stages each key once for 32 heads, halving the L2 -> shared traffic that
+// bounds the kernel there; a head's arithmetic is the same for any G. Precision: every operand is
+// split into two fp16 halves, x = hi + lo (lo = fp16(x - hi)), and each product takes three mma
+// (hi*hi + hi*lo + lo*hi), about 21 bits of mantissa: scores and outputs as accurate as fp32 math
+// to the softmax's needs. One fp16 operand alone (10 bits) was enough to flip near-tie indexer and
+// routing decisions downstream in the golden tests. q and keys are RMS-normed, well inside fp16's
+// range (values saturate rather than overflow).
 #include "backend/cuda/attention_keys.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
@@ -43,11 +46,13 @@ struct AttnParams {
   int64_t Kmax;
   const float* sinks;
   float scale;
-  float* part_o;   // [slot][hd]; slot = part_off * H + h * splits + split
+  float* part_o;   // [slot][hd]; slot = part_off * H + h * splits + unit
   float* part_ml;  // [slot][2]: running max, running sum
   int32_t* err;
-  AttnOutput o;  // out: fp32 (o.out) or bf16, de-rotated or not
-  bool pairs;    // attention_stores_pairs
+  AttnOutput o;             // out: fp32 (o.out) or bf16, de-rotated or not
+  bool pairs;               // attention_stores_pairs
+  int64_t unit_keys;        // keys per unit of a split row (a multiple of kChunk)
+  int64_t units_per_block;  // units one block of a split row runs (launches that do not fold)
 };
 
 // The shared memory of a block: Q and a key chunk as hi / lo halves, the warps' partial scores,
@@ -87,6 +92,25 @@ __device__ __forceinline__ void mma_split_pair(float (&d0)[4], float (&d1)[4],
   mma_f16_16816(d1, al, b[2], b[3]);
 }
 
+// Folding unit u's (m_u, sum_u, o_u) into the running (M, L, O) of a row: M' = max(M, m_u),
+// L' = L a + sum_u b, O' = O a + o_u b (a, b below; 0 for an empty side), each rounded as written
+// here wherever it runs (the block that ran the units, or the merge kernel from their partials).
+__device__ __forceinline__ void fold_scales(float M, float m_u, float* a, float* b, float* M1) {
+  const float mn = fmaxf(M, m_u);
+  *a = M == neg_inf() ? 0.f : expf(M - mn);
+  *b = m_u == neg_inf() ? 0.f : expf(m_u - mn);
+  *M1 = mn;
+}
+__device__ __forceinline__ float fold_into(float acc, float a, float v, float b) {
+  return __fmaf_rn(acc, a, __fmul_rn(v, b));
+}
+// The factor a folded row's O takes with the sink: exp(M - mx) / (L exp(M - mx) + exp(sink - mx)).
+__device__ __forceinline__ float fold_finish(float M, float L, float sink) {
+  const float mx = fmaxf(M, sink);
+  const float w = M == neg_inf() ? 0.f : expf(M - mx);
+  return __fdiv_rn(w, __fmaf_rn(L, w, expf(sink - mx)));
+}
+
 // The row whose blocks include block b (rows' first_block ascend).
 __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
   int64_t lo = 0, hi = M - 1;
@@ -100,14 +124,15 @@ __device__ int64_t row_of_block(const AttnRow* rows, int64_t M, int64_t b) {
   return lo;
 }
 
-// Grid: per row, (block of G head groups g) x (split s) blocks; keys [j0, j1) of the query's key
-// set. The padded head dim is hdp = 32 * NT, a quarter of it (wdims = 8 * NT) per dim quarter.
+// Grid: per row, (block of G head groups g) x (unit range s) blocks; keys [j0, j1) of the query's
+// key set: all of them for a row that does not split, else units [u0, u1) (kFold: all units).
+// The padded head dim is hdp = 32 * NT, a quarter of it (wdims = 8 * NT) per dim quarter.
 // KS warps share a quarter (KS = 2: one-group blocks, where a block has the SM to itself at decode
 // and its warps' instruction latency, not throughput, bounds it): each computes the partial
 // scores of its 16 of the chunk's 32 keys and owns 8 * NT / KS of the quarter's output dims.
 // Every score is the sum of the same quarters' partials, and every output dim the same mma chain,
 // for any KS: the same bits.
-template <int NT, int G, int KS>
+template <int NT, int G, int KS, bool kFold>
 __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(AttnParams p) {
   wait_for_prior_grid();
   constexpr int kThreads = kWarps * 32 * G * KS, kBlockHeads = kHeads * G;
@@ -127,9 +152,9 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
   const int64_t m =
       p.blocks_per_row > 0 ? blockIdx.x / p.blocks_per_row : row_of_block(p.rows, p.M, blockIdx.x);
   const AttnRow& row = p.rows[m];
-  const int splits = row.splits;
+  const int splits = row.splits;  // key units (1: the row's keys in one pass)
   const int64_t local = blockIdx.x - row.first_block;
-  const int64_t split = local % splits, g = local / splits;
+  const int64_t range = local % row.unit_blocks, g = local / row.unit_blocks;
   const int64_t hd = p.hd;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Head group in the block, dim quarter, and which of the quarter's KS warps.
@@ -138,11 +163,16 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
   const int64_t h0 = g * kBlockHeads;               // the block's first head
   const int gr = lane >> 2, tq = lane & 3;          // mma fragment row / column pair
 
-  const KeySet keys = key_set(m, hd, row, p.window, p.list, p.count, p.Kmax,
-                              g == 0 && split == 0 && threadIdx.x == 0, p.err);
-  const int64_t n = keys.nw + keys.nc;
-  const int64_t per = ((n + splits - 1) / splits + kChunk - 1) / kChunk * kChunk;
-  const int64_t j0 = split * per, j1 = j0 + per < n ? j0 + per : n;
+  const KeySet keys =
+      key_set(m, hd, row, p.window, p.list, p.count, p.Kmax, local == 0 && threadIdx.x == 0, p.err);
+  const int64_t n = keys.nw + keys.nc, U = p.unit_keys;
+  int64_t u0 = 0, u1 = 1, j0 = 0, j1 = n;
+  if (splits > 1) {
+    u0 = kFold ? 0 : range * p.units_per_block;
+    u1 = kFold ? splits : min(u0 + p.units_per_block, int64_t{splits});
+    j0 = min(u0 * U, n);
+    j1 = min(u1 * U, n);
+  }
   const bool vec4 = (hd & 3) == 0 && (reinterpret_cast<uintptr_t>(keys.win) & 15) == 0 &&
                     (reinterpret_cast<uintptr_t>(keys.comp) & 15) == 0;
 
@@ -175,6 +205,52 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
 #pragma unroll
   for (int t = 0; t < kOwnTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
   float run_max[2] = {neg_inf(), neg_inf()}, run_sum[2] = {0.f, 0.f};  // rows gr, gr + 8
+  // kFold: the units folded so far (fold_scales).
+  float fo[kFold ? kOwnTiles : 1][4] = {};
+  float fm[2] = {neg_inf(), neg_inf()}, fl[2] = {0.f, 0.f};
+  // A split row's unit u ends: its partial is stored (or zeros for a unit past the row's keys),
+  // or folded in, and the next unit starts afresh.
+  auto store_unit = [&](int64_t u, bool live) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t h = h0 + hg * kHeads + gr + 8 * r;
+      if (h >= p.H) continue;
+      const int64_t slot = row.part_off * p.H + h * splits + u;
+      float* dst = p.part_o + slot * hd;
+#pragma unroll
+      for (int t = 0; t < kOwnTiles; ++t)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int64_t d = own0 + t * 8 + tq * 2 + i;
+          if (d < hd) dst[d] = live ? o[t][2 * r + i] : 0.f;
+        }
+      if (wq == 0 && kh == 0 && tq == 0) {
+        p.part_ml[slot * 2] = live ? run_max[r] : neg_inf();
+        p.part_ml[slot * 2 + 1] = live ? run_sum[r] : 0.f;
+      }
+    }
+  };
+  auto end_unit = [&](int64_t u) {
+    if constexpr (kFold) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float a, b;
+        fold_scales(fm[r], run_max[r], &a, &b, &fm[r]);
+        fl[r] = fold_into(fl[r], a, run_sum[r], b);
+#pragma unroll
+        for (int t = 0; t < kOwnTiles; ++t)
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+            fo[t][2 * r + i] = fold_into(fo[t][2 * r + i], a, o[t][2 * r + i], b);
+      }
+    } else {
+      store_unit(u, true);
+    }
+#pragma unroll
+    for (int t = 0; t < kOwnTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
+    run_max[0] = run_max[1] = neg_inf();
+    run_sum[0] = run_sum[1] = 0.f;
+  };
 
   // Staging map: each thread copies 4 columns of every rstep-th key row.
   constexpr int per_row = hdp / 4, rstep = kThreads / per_row;
@@ -400,10 +476,17 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
         mma_split_pair(o[t], o[t + 1], a, al, b, bl);
       }
     }
+    // Units end on chunk boundaries (unit_keys is whole chunks from key 0).
+    if (splits > 1 && (c0 + kChunk >= j1 || (c0 + kChunk) % U == 0)) end_unit(c0 / U);
   }
+  // Units of the range past the row's keys (the split counts the most keys the row could see).
+  if (!kFold && splits > 1)
+    for (int64_t u = max(u0, (n + U - 1) / U); u < u1; ++u) store_unit(u, false);
 
-  // The de-rotation's table, for rows written here (split rows are de-rotated as they merge).
-  const bool derotate = p.o.rope_pos != nullptr && splits == 1;
+  // The rows written here: unsplit ones, and folded ones (partials are de-rotated as they merge).
+  const bool folded = kFold && splits > 1;
+  if (splits > 1 && !kFold) return;
+  const bool derotate = p.o.rope_pos != nullptr;
   if (derotate) {
     rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
     __syncthreads();
@@ -413,76 +496,90 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
   for (int r = 0; r < 2; ++r) {
     const int64_t h = h0 + hg * kHeads + gr + 8 * r;
     if (h >= p.H) continue;
-    float w = 1.f, den = 1.f;
-    if (splits == 1) {
+    float mul;
+    if (folded) {
+      mul = fold_finish(fm[r], fl[r], p.sinks[h]);
+    } else {
       const float sink = p.sinks[h], mx = fmaxf(run_max[r], sink);
-      w = run_max[r] == neg_inf() ? 0.f : expf(run_max[r] - mx);
-      den = run_sum[r] * w + expf(sink - mx);
+      const float w = run_max[r] == neg_inf() ? 0.f : expf(run_max[r] - mx);
+      const float den = run_sum[r] * w + expf(sink - mx);
+      mul = w / den;
     }
-    const int64_t slot = row.part_off * p.H + h * splits + split;
-    const float mul = w / den;
-    if (splits == 1 && p.pairs) {  // pairs (d, d + 1) whole: de-rotated, fp32 or bf16
+    auto value = [&](int t, int i) {
+      return folded ? __fmul_rn(fo[t][2 * r + i], mul) : o[t][2 * r + i] * mul;
+    };
+    if (p.pairs) {  // pairs (d, d + 1) whole: de-rotated, fp32 or bf16
       const int64_t at = (m * p.H + h) * hd;
       const int first = derotate ? static_cast<int>(hd - 2 * p.o.rope_R) : hdp;
 #pragma unroll
       for (int t = 0; t < kOwnTiles; ++t) {
         const int d = own0 + t * 8 + tq * 2;
         if (d >= hd) continue;
-        float v0 = o[t][2 * r] * mul, v1 = o[t][2 * r + 1] * mul;
+        float v0 = value(t, 0), v1 = value(t, 1);
         if (d >= first) {
           const int i = (d - first) / 2;
           rotate_by(v0, v1, rope_cs[i], rope_cs[p.o.rope_R + i]);
         }
         store_out_pair(p.o, at, d, v0, v1);
       }
-    } else {  // fp32 only (launch_attention): the partials, or not by pairs
-      float* dst = splits == 1 ? p.o.out + (m * p.H + h) * hd : p.part_o + slot * hd;
+    } else {  // fp32 only (launch_attention)
+      float* dst = p.o.out + (m * p.H + h) * hd;
 #pragma unroll
       for (int t = 0; t < kOwnTiles; ++t)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int64_t d = own0 + t * 8 + tq * 2 + i;
-          if (d < hd) dst[d] = o[t][2 * r + i] * mul;
+          if (d < hd) dst[d] = value(t, i);
         }
-    }
-    if (splits > 1 && wq == 0 && kh == 0 && tq == 0) {
-      float* ml = p.part_ml + slot * 2;
-      ml[0] = run_max[r];
-      ml[1] = run_sum[r];
     }
   }
 }
 
-// One block per (query, head) of the rows with splits > 1: merges the splits' partials and the
-// sink, then writes the head like the main kernel's one-split rows (store_out_pair).
-__global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* part_o,
-                                             const float* part_ml, int64_t hd, const float* sinks,
-                                             int64_t H, AttnOutput out, bool pairs) {
+// One block per (query, head) of the rows whose units left partials: folds them in unit order
+// and finishes with the sink as a folding block does (the same bits), then writes the head like
+// the main kernel (store_out_pair). A thread takes dims 2 t, 2 t + 1 and the pair kMergeThreads
+// pairs on (hd <= 4 kMergeThreads).
+constexpr int kMergeThreads = 128;
+static_assert(kMaxAttnHeadDim <= 4 * kMergeThreads, "two pairs of dims per merging thread");
+__global__ void __launch_bounds__(kMergeThreads)
+    flash_attention_merge_kernel(const AttnRow* rows, const float* part_o, const float* part_ml,
+                                 int64_t hd, const float* sinks, int64_t H, AttnOutput out,
+                                 bool pairs) {
   wait_for_prior_grid();
   const int64_t mh = blockIdx.x, m = mh / H, h = mh % H;
   const int splits = rows[m].splits;
   if (splits <= 1) return;
   const int64_t slot0 = rows[m].part_off * H + h * splits;
   const float* ml = part_ml + slot0 * 2;
-  float mx = sinks[h];
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ml[2 * s]);
-  float den = expf(sinks[h] - mx);
-  for (int s = 0; s < splits; ++s)
-    if (ml[2 * s] != neg_inf()) den += ml[2 * s + 1] * expf(ml[2 * s] - mx);
-  const float inv = 1.f / den;
-  auto value = [&](int64_t d) {
-    float o = 0.f;
-    for (int s = 0; s < splits; ++s)
-      if (ml[2 * s] != neg_inf()) o += part_o[(slot0 + s) * hd + d] * expf(ml[2 * s] - mx);
-    return o * inv;
-  };
-  if (!pairs) {  // fp32 only (launch_attention)
-    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) out.out[mh * hd + d] = value(d);
-    return;
+  const int d0 = 2 * threadIdx.x, d1 = d0 + 2 * kMergeThreads;
+  float o[4] = {0.f, 0.f, 0.f, 0.f}, M = neg_inf(), L = 0.f;
+#pragma unroll 4
+  for (int u = 0; u < splits; ++u) {
+    const float* po = part_o + (slot0 + u) * hd;
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int d = (i < 2 ? d0 : d1) + (i & 1);
+      v[i] = d < hd ? po[d] : 0.f;
+    }
+    float a, b;
+    fold_scales(M, ml[2 * u], &a, &b, &M);
+    L = fold_into(L, a, ml[2 * u + 1], b);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[i] = fold_into(o[i], a, v[i], b);
   }
+  const float mul = fold_finish(M, L, sinks[h]);
   const int64_t first = hd - 2 * out.rope_R;
-  for (int d = 2 * threadIdx.x; d < hd; d += 2 * blockDim.x) {
-    float v0 = value(d), v1 = value(d + 1);
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int d = k ? d1 : d0;
+    float v0 = __fmul_rn(o[2 * k], mul), v1 = __fmul_rn(o[2 * k + 1], mul);
+    if (!pairs) {  // fp32 only (launch_attention)
+      if (d < hd) out.out[mh * hd + d] = v0;
+      if (d + 1 < hd) out.out[mh * hd + d + 1] = v1;
+      continue;
+    }
+    if (d >= hd) continue;
     if (out.rope_pos && d >= first) {
       float cf, sf;
       rope_cos_sin(out.rope_pos[m], out.rope_freq[(d - first) / 2], -1.f, &cf, &sf);
@@ -492,34 +589,45 @@ __global__ void flash_attention_merge_kernel(const AttnRow* rows, const float* p
   }
 }
 
-template <int NT, int G, int KS>
+template <int NT, int G, int KS, bool kFold>
 cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t stream) {
   constexpr size_t bytes = attn_smem_bytes<NT, G, KS>();
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(flash_attention_kernel<NT, G, KS>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  auto* kernel = flash_attention_kernel<NT, G, KS, kFold>;
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (attr != cudaSuccess) return attr;
-  return launch_kernel(flash_attention_kernel<NT, G, KS>, blocks, kWarps * 32 * G * KS, bytes,
-                       stream, p);
+  return launch_kernel(kernel, blocks, kWarps * 32 * G * KS, bytes, stream, p);
 }
 
+// Folding launches take one-group blocks of attention_fold_quarter_warps(hd) warps per quarter
+// (the fold's running O costs registers the other shapes do not have).
 template <int NT>
-cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_warps, unsigned blocks,
-                      cudaStream_t stream) {
-  if (groups_per_block == 2) return launch_nt_g<NT, 2, 1>(p, blocks, stream);
+cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_warps, bool fold,
+                      unsigned blocks, cudaStream_t stream) {
+  if (fold) {
+    if constexpr (NT >= 4)
+      return launch_nt_g<NT, 1, 2, true>(p, blocks, stream);
+    else
+      return launch_nt_g<NT, 1, 1, true>(p, blocks, stream);
+  }
+  if (groups_per_block == 2) return launch_nt_g<NT, 2, 1, false>(p, blocks, stream);
   if constexpr (NT >= 4)
-    if (quarter_warps == 2) return launch_nt_g<NT, 1, 2>(p, blocks, stream);
-  return launch_nt_g<NT, 1, 1>(p, blocks, stream);
+    if (quarter_warps == 2) return launch_nt_g<NT, 1, 2, false>(p, blocks, stream);
+  return launch_nt_g<NT, 1, 1, false>(p, blocks, stream);
 }
 
 // The tunables' values (set_attention_pair_blocks, set_attention_split_keys).
 int64_t pair_blocks_per_sm = kAttentionPairBlocksPerSm;
-int64_t min_keys_per_split = kAttentionSplitKeys;
+int64_t unit_keys = kAttentionSplitKeys;
 
 }  // namespace
 
 void set_attention_split_keys(int64_t keys) {
-  min_keys_per_split = std::max<int64_t>((keys + kChunk - 1) / kChunk, 1) * kChunk;
+  unit_keys = std::max<int64_t>((keys + kChunk - 1) / kChunk, 1) * kChunk;
+}
+
+int64_t attention_split_keys() {
+  return unit_keys;
 }
 
 void set_attention_pair_blocks(int64_t per_sm) {
@@ -541,25 +649,29 @@ int attention_quarter_warps(int groups_per_block, int64_t hd, int64_t blocks, in
 
 int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
   const int64_t groups = (H + kHeads - 1) / kHeads;
-  const int64_t blocks = M * groups;
   const int64_t target = 3 * static_cast<int64_t>(num_sms > 0 ? num_sms : 132);
-  if (blocks >= target || max_keys <= kChunk) return 1;
-  int64_t splits = (target + blocks - 1) / blocks;
-  // At least min_keys_per_split keys per split: splits are chosen per sequence (invariance), so
-  // in a decode batch every row splits; one 32-key chunk per block spent most of each block on
-  // staging q and the merge (batch 128: 10k blocks per layer).
-  const int64_t per_split_cap = (max_keys + min_keys_per_split - 1) / min_keys_per_split;
-  if (splits > per_split_cap) splits = per_split_cap;
-  if (splits > 64) splits = 64;
-  return static_cast<int>(splits < 1 ? 1 : splits);
+  if (M * groups >= target || max_keys <= unit_keys) return 1;
+  return static_cast<int>(std::min<int64_t>((max_keys + unit_keys - 1) / unit_keys, kMaxAttnUnits));
+}
+
+AttnUnitPlan attention_unit_plan(int64_t split_rows, int64_t units, int64_t H, int num_sms) {
+  const int64_t groups = (H + kHeads - 1) / kHeads, sms = num_sms > 0 ? num_sms : 132;
+  if (split_rows <= 0) return {};
+  // A block per SM at least: the rows' blocks fold their units (no partials, no merge).
+  if (split_rows * groups >= sms) return {true, 1};
+  // Else spread the units over about a block per SM (two warps per dim quarter), each running
+  // consecutive units (32-key units at batch 8, 4k context: 7.54 ms a step at two blocks per SM,
+  // 7.49 at one; docs/perf.md).
+  return {false, std::max<int64_t>(1, (units * groups + sms - 1) / sms)};
 }
 
 cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, const AttnRow* rows,
                              int groups_per_block, int quarter_warps, int64_t blocks,
-                             bool rows_uniform, bool any_split, int64_t window, const int32_t* list,
-                             const int32_t* count, int64_t Kmax, const float* sinks, float scale,
-                             float* workspace, int64_t partial_slots, const AttnOutput& out,
-                             int32_t* err, cudaStream_t stream) {
+                             bool rows_uniform, const AttnUnitPlan& units, int64_t window,
+                             const int32_t* list, const int32_t* count, int64_t Kmax,
+                             const float* sinks, float scale, float* workspace,
+                             int64_t partial_slots, const AttnOutput& out, int32_t* err,
+                             cudaStream_t stream) {
   if (M <= 0 || H <= 0) return cudaSuccess;
   // Exactly one output; bf16 and the de-rotation write whole pairs.
   const bool pairs = attention_stores_pairs(
@@ -572,32 +684,46 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
       (H + kHeads * groups_per_block - 1) / (kHeads * groups_per_block);  // per row and split
   if (hd < 1 || hd > kMaxAttnHeadDim || (groups_per_block != 1 && groups_per_block != 2) ||
       (quarter_warps != 1 && (quarter_warps != 2 || groups_per_block != 1 || hd <= 64)) ||
-      blocks < M * groups || blocks > 0x7fffffff || M * H > 0x7fffffff)
+      (units.fold && groups_per_block != 1) || units.units_per_block < 1 || blocks < M * groups ||
+      blocks > 0x7fffffff || M * H > 0x7fffffff)
     return cudaErrorInvalidValue;
+  const bool any_split = partial_slots > 0;
   if (any_split && !workspace) return cudaErrorInvalidValue;
   const int64_t blocks_per_row = rows_uniform && blocks % M == 0 ? blocks / M : 0;
-  const AttnParams p{q,         M,
-                     H,         hd,
-                     rows,      blocks_per_row,
-                     window,    list,
-                     count,     Kmax,
-                     sinks,     scale,
-                     workspace, any_split ? workspace + partial_slots * hd : nullptr,
-                     err,       out,
-                     pairs};
+  const AttnParams p{q,
+                     M,
+                     H,
+                     hd,
+                     rows,
+                     blocks_per_row,
+                     window,
+                     list,
+                     count,
+                     Kmax,
+                     sinks,
+                     scale,
+                     workspace,
+                     any_split ? workspace + partial_slots * hd : nullptr,
+                     err,
+                     out,
+                     pairs,
+                     unit_keys,
+                     units.units_per_block};
   const unsigned nblocks = static_cast<unsigned>(blocks);
+  const int g = groups_per_block, qw = quarter_warps;
+  const bool fold = units.fold;
   cudaError_t e;
   if (hd <= 64)
-    e = launch_nt<2>(p, groups_per_block, quarter_warps, nblocks, stream);
+    e = launch_nt<2>(p, g, qw, fold, nblocks, stream);
   else if (hd <= 128)
-    e = launch_nt<4>(p, groups_per_block, quarter_warps, nblocks, stream);
+    e = launch_nt<4>(p, g, qw, fold, nblocks, stream);
   else if (hd <= 256)
-    e = launch_nt<8>(p, groups_per_block, quarter_warps, nblocks, stream);
+    e = launch_nt<8>(p, g, qw, fold, nblocks, stream);
   else
-    e = launch_nt<16>(p, groups_per_block, quarter_warps, nblocks, stream);
+    e = launch_nt<16>(p, g, qw, fold, nblocks, stream);
   if (e != cudaSuccess || !any_split) return e;
-  return launch_kernel(flash_attention_merge_kernel, static_cast<unsigned>(M * H), 128, 0, stream,
-                       rows, p.part_o, p.part_ml, hd, sinks, H, out, pairs);
+  return launch_kernel(flash_attention_merge_kernel, static_cast<unsigned>(M * H), kMergeThreads, 0,
+                       stream, rows, p.part_o, p.part_ml, hd, sinks, H, out, pairs);
 }
 
 namespace {
