@@ -151,8 +151,9 @@ inline constexpr int64_t kMaxAttnUnits = 1 << 20;
 int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms);
 // The keys of a unit (DEEPINFER_ATTENTION_SPLIT_KEYS, rounded up to whole 32-key chunks). Units
 // are chosen per sequence; how they are scheduled (attention_unit_plan) does not change a bit.
-// 64: batch-1 decode at 4k context 2% faster than 128-key splits, batch 8 as fast (32: batch 8
-// 0.6% slower), and a row of up to 64 keys keeps the bits of the same query in a prefill call.
+// 64: batch-1 decode at 4k context 2.6% faster than the 128-key splits before, batch 8 as fast,
+// and a row of up to 64 keys keeps the bits of the same query in a prefill call (32: batch 1
+// 3.6% faster, batch 8 0.6% slower, golden tiny-c's chunked decode 2.10e-2 -> 2.62e-2).
 inline constexpr int64_t kAttentionSplitKeys = 64;
 void set_attention_split_keys(int64_t keys);
 int64_t attention_split_keys();
