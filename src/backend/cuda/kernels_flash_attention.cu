@@ -9,14 +9,15 @@
 // each an online softmax of its own; the units fold together in order (fold_scales) with the
 // sink (fold_finish) either in the block that ran them all (folding launches: every split row's
 // units in one block) or by a second kernel from their unnormalised partials (O, max, sum): the
-// same operations on the same values either way, so a row's bits depend on its keys alone. G = 2
-// (prefill: blocks enough) stages each key once for 32 heads, halving the L2 -> shared traffic that
-// bounds the kernel there; a head's arithmetic is the same for any G. Precision: every operand is
-// split into two fp16 halves, x = hi + lo (lo = fp16(x - hi)), and each product takes three mma
-// (hi*hi + hi*lo + lo*hi), about 21 bits of mantissa: scores and outputs as accurate as fp32 math
-// to the softmax's needs. One fp16 operand alone (10 bits) was enough to flip near-tie indexer and
-// routing decisions downstream in the golden tests. q and keys are RMS-normed, well inside fp16's
-// range (values saturate rather than overflow).
+// same operations on the same values either way, so a row's bits depend on its keys alone.
+// G = 2 (prefill: blocks enough) stages each key once for 32 heads, halving the L2 -> shared
+// traffic that bounds the kernel there; a head's arithmetic is the same for any G.
+//
+// Precision: every operand is split into two fp16 halves, x = hi + lo (lo = fp16(x - hi)), and
+// each product takes three mma (hi*hi + hi*lo + lo*hi), about 21 bits of mantissa: scores and
+// outputs as accurate as fp32 math to the softmax's needs. One fp16 operand alone (10 bits) was
+// enough to flip near-tie indexer and routing decisions downstream in the golden tests. q and
+// keys are RMS-normed, well inside fp16's range (values saturate rather than overflow).
 #include "backend/cuda/attention_keys.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
