@@ -309,6 +309,13 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
   EXPECT_THROW(gpu->attention_batch(dq, gap, window, dsinks, scale, out), Error);
 }
 
+// The RoPE frequencies of R pairs (theta 10000) on the device.
+Tensor rope_freqs_dev(Backend& gpu, int64_t R) {
+  Tensor freq = host({R});
+  for (int64_t i = 0; i < R; ++i) freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
+  return to_dev(gpu, freq);
+}
+
 Tensor bf16_poisoned(Backend& gpu, std::vector<int64_t> shape) {
   Tensor poison = host(std::move(shape), DType::kBF16);
   std::fill_n(poison.data_as<uint16_t>(), poison.numel(), uint16_t{0x7fc1});
@@ -339,10 +346,7 @@ TEST_F(Attn, DecodeUnitsFoldAlikeInEveryPlan) {
     Rng rng;
     const Tensor sinks = rand_host(rng, {H}, -2.f, 2.f), dsinks = to_dev(*gpu, sinks);
     const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-    Tensor freq = host({R});
-    for (int64_t i = 0; i < R; ++i)
-      freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
-    const Tensor dfreq = to_dev(*gpu, freq);
+    const Tensor dfreq = rope_freqs_dev(*gpu, R);
     struct Row {
       Tensor win, comp, idx, vis;  // host
     };
@@ -433,10 +437,7 @@ TEST_F(Attn, AttentionDerotatedIsAttentionThenInverseRope) {
     Rng rng;
     const Tensor sinks = rand_host(rng, {H}, -2.f, 2.f), dsinks = to_dev(*gpu, sinks);
     const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-    Tensor freq = host({R});
-    for (int64_t i = 0; i < R; ++i)
-      freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
-    const Tensor dfreq = to_dev(*gpu, freq);
+    const Tensor dfreq = rope_freqs_dev(*gpu, R);
     std::vector<Tensor> keep;
     auto dev = [&](const Tensor& t) {
       keep.push_back(to_dev(*gpu, t));
@@ -524,11 +525,9 @@ struct WgmmaBatch {
              dev(i32_host(picks, {150, 512})), TensorView()}};
     q = to_dev(gpu, rand_host(rng, {M, H, hd}));
     sinks = to_dev(gpu, rand_host(rng, {H}, -2.f, 2.f));
-    Tensor f = host({R});
-    for (int64_t i = 0; i < R; ++i) f.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
     std::vector<int32_t> p(M);
     for (auto& e : p) e = static_cast<int32_t>(rng.integer(0, 200000));
-    freq = to_dev(gpu, f);
+    freq = rope_freqs_dev(gpu, R);
     pos = to_dev(gpu, i32_host(p, {M}));
   }
 };

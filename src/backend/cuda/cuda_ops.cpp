@@ -1,6 +1,7 @@
 // mHC, attention-side ops and the router: argument checks here, the work in the kernels.
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <unordered_map>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -256,13 +257,14 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   // sequence alone (the most keys any of its rows can see: the exact counts are on the device).
   std::vector<AttnRow> rows(static_cast<size_t>(M));
   const int sms = ctx_->num_sms();
-  const int64_t groups16 = (H + kAttnHeadsPerBlock - 1) / kAttnHeadsPerBlock;
-  // Rows of segments small enough to split their keys: enough of them and the launch folds their
-  // units in one-group blocks (attention_unit_plan; rows with few keys do not split after all,
-  // which only costs them the pairs).
+  // Rows of segments small enough to split their keys (attention_splits with keys past any
+  // unit): enough of them and the launch folds their units in one-group blocks
+  // (attention_unit_plan; rows with few keys do not split after all, which only costs them the
+  // pairs).
   int64_t may_split_rows = 0;
   for (const AttentionSegment& seg : segments)
-    if (seg.count * groups16 < 3 * int64_t{sms > 0 ? sms : 132}) may_split_rows += seg.count;
+    if (attention_splits(seg.count, H, std::numeric_limits<int64_t>::max(), sms) > 1)
+      may_split_rows += seg.count;
   const bool may_fold = attention_unit_plan(may_split_rows, may_split_rows, H, sms).fold;
   const int groups_per_block = may_fold ? 1 : attention_groups_per_block(M, H, sms);
   const int64_t heads_per_block = kAttnHeadsPerBlock * groups_per_block;
