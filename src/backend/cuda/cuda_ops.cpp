@@ -257,19 +257,33 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   // sequence alone (the most keys any of its rows can see: the exact counts are on the device).
   std::vector<AttnRow> rows(static_cast<size_t>(M));
   const int sms = ctx_->num_sms();
-  // Rows of segments small enough to split their keys (attention_splits with keys past any
-  // unit): enough of them and the launch folds their units in one-group blocks
-  // (attention_unit_plan; rows with few keys do not split after all, which only costs them the
-  // pairs).
-  int64_t may_split_rows = 0;
-  for (const AttentionSegment& seg : segments)
-    if (attention_splits(seg.count, H, std::numeric_limits<int64_t>::max(), sms) > 1)
-      may_split_rows += seg.count;
-  const bool may_fold = attention_unit_plan(may_split_rows, may_split_rows, H, sms).fold;
-  const int groups_per_block = may_fold ? 1 : attention_groups_per_block(M, H, sms);
+  // Each segment's key units, from its shapes before the loop below checks them (a segment
+  // that fails there never launches): the launch's block shape follows from them
+  // (attention_unit_plan folds enough split rows' units in one-group blocks).
+  const auto rows_of = [](const TensorView& t, int axis) {
+    return given(t) && t.ndim() == 2 ? t.dim(axis) : int64_t{0};
+  };
+  std::vector<int> seg_splits;
+  int64_t split_rows = 0, units = 0;
+  for (const AttentionSegment& seg : segments) {
+    // A comp_idx row picks at most E distinct entries of its own sequence: min(K, E), not the
+    // width K, which follows the widest row of the batch (splits must not depend on companions).
+    const int64_t E = rows_of(seg.comp_kv, 0);
+    const int64_t comp_keys = given(seg.comp_idx)       ? std::min(rows_of(seg.comp_idx, 1), E)
+                              : given(seg.comp_visible) ? E
+                                                        : 0;
+    const int64_t max_keys = std::min<int64_t>(window, rows_of(seg.win_kv, 0)) + comp_keys;
+    seg_splits.push_back(attention_splits(seg.count, H, max_keys, sms));
+    if (seg_splits.back() > 1) {
+      split_rows += seg.count;
+      units += seg.count * seg_splits.back();
+    }
+  }
+  const AttnUnitPlan plan = attention_unit_plan(split_rows, units, H, sms);
+  const int groups_per_block = plan.fold ? 1 : attention_groups_per_block(M, H, sms);
   const int64_t heads_per_block = kAttnHeadsPerBlock * groups_per_block;
   const int64_t groups = (H + heads_per_block - 1) / heads_per_block;  // blocks per row and range
-  int64_t Kmax = 0, Emax = 0, split_rows = 0, units = 0;
+  int64_t Kmax = 0, Emax = 0;
   bool all_split = true;  // every segment with rows has its keys split (the wgmma kernel's need)
   // Two-group blocks of a prefill-sized segment read its keys split into fp16 hi / lo once here
   // (each key serves up to a window of queries, or every query picking it) instead of
@@ -330,15 +344,7 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     if (E > 0) expect_no_alias(op, "out", out, "comp_kv", seg.comp_kv);
     Kmax = std::max(Kmax, K);
     if (K > 0) Emax = std::max(Emax, E);
-    // A comp_idx row picks at most E distinct entries of its own sequence: min(K, E), not the
-    // width K, which follows the widest row of the batch (splits must not depend on companions).
-    const int64_t max_keys =
-        std::min<int64_t>(window, P + S) + (use_idx ? std::min(K, E) : (use_vis ? E : 0));
-    const int splits = attention_splits(S, H, max_keys, sms);
-    if (splits > 1) {
-      split_rows += S;
-      units += S * splits;
-    }
+    const int splits = seg_splits[static_cast<size_t>(&seg - segments.data())];
     const uint16_t* win_h = nullptr;
     const uint16_t* comp_h = nullptr;
     if (splits_keys(seg)) {
@@ -363,7 +369,6 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
   }
   if (M == 0 || H == 0) return;
   // Each row's blocks and partial slots as the plan schedules its units.
-  const AttnUnitPlan plan = attention_unit_plan(split_rows, units, H, sms);
   int64_t blocks = 0, part_rows = 0;
   bool uniform = true;  // every row has as many blocks
   for (AttnRow& row : rows) {
