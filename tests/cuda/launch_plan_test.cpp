@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 
 #include "backend/cuda/kernels.h"
 
@@ -94,6 +95,7 @@ TEST(LaunchPlans, DecodeAttentionAndExpertShapes) {
   EXPECT_EQ(attention_splits(1, 64, 64, 132), 1);     // one unit
   EXPECT_EQ(attention_splits(256, 64, 640, 132), 1);  // the rows fill the device
   EXPECT_EQ(attention_splits(1, 16, int64_t{1} << 40, 132), kMaxAttnUnits);
+  EXPECT_EQ(attention_splits(1, 64, std::numeric_limits<int64_t>::max(), 132), kMaxAttnUnits);
   set_attention_split_keys(128);  // DEEPINFER_ATTENTION_SPLIT_KEYS=128
   EXPECT_EQ(attention_splits(1, 64, 160, 132), 2);
   EXPECT_EQ(attention_splits(1, 64, 640, 132), 5);

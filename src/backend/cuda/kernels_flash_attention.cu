@@ -652,7 +652,9 @@ int attention_splits(int64_t M, int64_t H, int64_t max_keys, int num_sms) {
   const int64_t groups = (H + kHeads - 1) / kHeads;
   const int64_t target = 3 * static_cast<int64_t>(num_sms > 0 ? num_sms : 132);
   if (M * groups >= target || max_keys <= unit_keys) return 1;
-  return static_cast<int>(std::min<int64_t>((max_keys + unit_keys - 1) / unit_keys, kMaxAttnUnits));
+  // ceil(max_keys / unit_keys) without max_keys + unit_keys - 1, which overflows near INT64_MAX.
+  const int64_t units = max_keys / unit_keys + (max_keys % unit_keys != 0);
+  return static_cast<int>(std::min<int64_t>(units, kMaxAttnUnits));
 }
 
 AttnUnitPlan attention_unit_plan(int64_t split_rows, int64_t units, int64_t H, int num_sms) {
