@@ -216,8 +216,9 @@ __device__ __forceinline__ uint32_t topk_value_key(float v) {
 __global__ void __launch_bounds__(kTopkThreads)
     topk_kernel(const float* scores, int64_t N, int k, int P, bool staged, int32_t* idx) {
   wait_for_prior_grid();
-  extern __shared__ unsigned long long buf[];  // [P], then the staged row [N] (uint32)
-  uint32_t* vals = reinterpret_cast<uint32_t*>(buf + P);
+  // [P] (twice for a sort in registers), then the staged row [N] (uint32)
+  extern __shared__ unsigned long long buf[];
+  uint32_t* vals = reinterpret_cast<uint32_t*>(buf + (P <= kTopkThreads ? 2 * P : P));
   __shared__ unsigned hist[256];
   __shared__ uint32_t s_prefix, s_mask;
   __shared__ int s_need, s_count, s_equal;
@@ -310,6 +311,40 @@ __global__ void __launch_bounds__(kTopkThreads)
   }
   for (int p = k + threadIdx.x; p < P; p += blockDim.x) buf[p] = 0;
   __syncthreads();
+  if (P <= kTopkThreads) {
+    // One key per thread, the same bitonic network in registers: strides below 32 by warp
+    // shuffles, the others through shared memory (alternating buffers, one barrier a stage), so
+    // the same order. The shared-memory network spent ~12k cycles of a 1024-entry call's ~19k
+    // in its 45 stages (a barrier or warp sync and a dependent load-compare-store each).
+    const int t = threadIdx.x;
+    unsigned long long key = t < P ? buf[t] : 0;
+    unsigned long long* const bufs[2] = {buf, buf + P};
+    int flip = 0;
+    for (int size = 2; size <= P; size <<= 1) {
+      for (int stride = size >> 1; stride > 0; stride >>= 1) {
+        unsigned long long other;
+        if (stride < 32) {
+          other = __shfl_xor_sync(0xffffffffu, key, stride);
+        } else {
+          unsigned long long* b = bufs[flip];
+          flip ^= 1;
+          if (t < P) b[t] = key;
+          __syncthreads();
+          other = t < P ? b[t ^ stride] : 0;
+        }
+        // The pair (i, i + stride) leaves (max, min) where it sorts descending ((i & size) ==
+        // 0), else (min, max).
+        const bool lower = (t & stride) == 0, desc = ((t & ~stride) & size) == 0;
+        const bool take_max = lower == desc;
+        key = take_max == (key > other) ? key : other;
+      }
+    }
+    if (t < k) {
+      const int64_t i = 0xFFFFFFFFu - static_cast<uint32_t>(key & 0xFFFFFFFFull);
+      idx[blockIdx.x * int64_t{k} + t] = row[i] > neg_inf() ? static_cast<int32_t>(i) : -1;
+    }
+    return;
+  }
   // Bitonic sort. Pair t of a stage is (i, i + stride), i = t's position with a zero bit
   // inserted at stride (powers of two: masks, not divisions). Below stride 64 the pairs 32 c ..
   // 32 c + 31 stay inside entries 64 c .. 64 c + 63, and a thread takes the same pairs in every
@@ -407,7 +442,8 @@ cudaError_t launch_topk(const float* scores, int64_t M, int64_t N, int k, int32_
   if (k > kMaxTopk || N > 0xFFFFFFFFll || M > 0x7fffffff) return cudaErrorInvalidValue;
   int P = 1;
   while (P < k) P <<= 1;
-  const size_t sort_bytes = P * sizeof(unsigned long long);
+  // Sorts of up to a key per thread take a second buffer (topk_kernel).
+  const size_t sort_bytes = P * sizeof(unsigned long long) * (P <= kTopkThreads ? 2 : 1);
   const bool staged = N <= kTopkStageMax;
   const size_t bytes = sort_bytes + (staged ? static_cast<size_t>(N) * sizeof(uint32_t) : 0);
   static const cudaError_t attr = cudaFuncSetAttribute(
