@@ -6,6 +6,7 @@
 // (tiny preset: CSA, HCA and sliding layers). Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -171,16 +172,19 @@ TEST(CudaGraphs, ProgrammaticLaunchesGiveThePlainLogits) {
   }
 }
 
-// A layer's side branches (Backend::begin_side: the attention's key chain, the router) give
-// bitwise the logits of one stream, eagerly and in graphs. Each branch shows in the graph as one
-// edge more than a chain has (the fork's second successor; the join's second predecessor closes
-// it), each after the first one more (its first node also follows the last branch's tail: the
-// side branches form one chain); none with side branches off.
+// A layer's side branches (Backend::begin_side: the attention's key chain, in two branches in a
+// CSA layer, and the router) give bitwise the logits of one stream, eagerly and in graphs. Each
+// branch shows in the graph as one edge more than a chain has (the fork's second successor; the
+// join's second predecessor closes it), each after the first one more (its first node also
+// follows the last branch's tail: the side branches form one chain); none with side branches off.
 TEST(CudaGraphs, SideBranchesGiveTheOneStreamLogits) {
   REQUIRE_GPU();
   std::unique_ptr<Backend> gpu = make_cuda_backend();
   const std::unique_ptr<Model> model = csa_hca_sliding_model(*gpu);
-  const int64_t layers = static_cast<int64_t>(model->config().layer_types.size());
+  const std::vector<AttnType>& types = model->config().layer_types;
+  const int64_t layers = static_cast<int64_t>(types.size());
+  const int64_t csa_layers = std::count(types.begin(), types.end(), AttnType::kCSA);
+  ASSERT_GT(csa_layers, 0);
   std::vector<SequenceState> one = make_states(*model, *gpu), eager = make_states(*model, *gpu),
                              graphed = make_states(*model, *gpu);
   for (int step = 0; step < 12; ++step) {
@@ -192,9 +196,9 @@ TEST(CudaGraphs, SideBranchesGiveTheOneStreamLogits) {
     set_cuda_side_stream(*gpu, true);
     const Tensor got_graph = decode_step(*model, graphed, step);
     const cuda::GraphStats& forked = *cuda_graph_stats(*gpu);
-    const int64_t branches = 2 * layers;
+    const int64_t branches = 2 * layers + csa_layers;
     EXPECT_EQ(forked.edges - (forked.nodes - 1), 2 * branches - 1)
-        << "two branches per layer, step " << step;
+        << "two branches per layer and one more per CSA layer, step " << step;
     set_cuda_graphs(*gpu, false);
     const Tensor got_eager = decode_step(*model, eager, step);
     set_cuda_graphs(*gpu, true);

@@ -54,7 +54,7 @@ TensorView window_keys(Backend& b, CopyBatch& copies, const TensorView& kv, int6
 
 // What a compressed layer computes for every row of the step at once (one GEMM each rather than
 // one per sequence): the compressor projections and, for CSA, the indexer's projections and
-// queries (RoPE applied here to index_q_raw, their projection).
+// queries (set_index_queries).
 struct LayerRows {
   TensorView visible;  // I32 [T]: compressed entries row t may see, (position + 1) / m
   CompressorRows comp;
@@ -64,8 +64,7 @@ struct LayerRows {
 };
 
 LayerRows project_layer_rows(Backend& b, const ModelConfig& c, int layer,
-                             const std::vector<Tensor>& xp, Tensor index_q_raw,
-                             const StepInputs& in, const TensorView& inv_freq) {
+                             const std::vector<Tensor>& xp, const StepInputs& in) {
   LayerRows r;
   const int m = c.compress_rate(layer);
   const bool csa = c.layer_types[layer] == AttnType::kCSA;
@@ -77,10 +76,15 @@ LayerRows project_layer_rows(Backend& b, const ModelConfig& c, int layer,
   r.comp = compressor_rows(csa, blocks.subspan(2, nc));
   if (!csa) return r;
   r.indexer = compressor_rows(true, blocks.subspan(2 + nc, 4));
-  r.index_q = std::move(index_q_raw);
-  b.rope(r.index_q, in.positions_dev, inv_freq, false);
   r.index_w = xp[2 + nc + 4];
   return r;
+}
+
+// The indexer's queries of a CSA layer's rows, their projection index_q_raw rotated in place.
+void set_index_queries(Backend& b, Tensor index_q_raw, const StepInputs& in,
+                       const TensorView& inv_freq, LayerRows& rows) {
+  rows.index_q = std::move(index_q_raw);
+  b.rope(rows.index_q, in.positions_dev, inv_freq, false);
 }
 
 // The indexer's scale: 1 / sqrt(head dim) / sqrt(heads).
@@ -111,6 +115,11 @@ struct SegmentWork {
   bool comp_staged = false, index_staged = false;
   bool index_batched = false;  // a decode row: its indexer selection runs with the others'
 };
+
+// Decode-sized CSA steps (up to this many rows) split the key chain into two side branches
+// (attention_block): batch 1 2.455 -> 2.443 ms, batch 8 7.433 -> 7.425 on the H200, but batch
+// 64 25.36 -> 25.40-25.59 (docs/perf.md), so larger steps keep one branch.
+constexpr int64_t kSplitKeyChainMaxRows = 8;
 
 // Query rows per indexer call of a long segment: each chunk scores only the entries its last
 // row may see (a prompt's early rows see few), which halves a long prefill's indexer GEMMs.
@@ -265,7 +274,6 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   // output; else they are normalised beside the key chain.
   const Tensor& qa = xp[0];
   Tensor qr = b.empty({T, c.q_lora_rank});
-  b.rms_norm(qa, w.q_norm, eps, qr);
   const bool raw_q = b.attention_normalises_raw_q(T, H, hd, inv_freq.dim(0));
   Tensor q_raw = b.empty({T * H, hd});
   Tensor q = raw_q ? Tensor() : b.empty({T, H, hd});
@@ -278,24 +286,14 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   std::vector<SegmentWork> work(in.segments.size());
   std::vector<Backend::AttentionSegment> keys;
   Tensor decode_idx;  // the decode rows' comp_idx (keys views it) until the attention is queued
-  // CSA: the indexer's queries first, alone: the key chain that needs them is the layer's
-  // critical path, and their short weight stream beside wq_b's took as long as wq_b itself.
-  Tensor index_q;
-  if (c.layer_types[layer] == AttnType::kCSA) {
-    index_q = b.empty({T, c.index_n_heads, c.index_head_dim});
-    b.matmul(qr, w.indexer.wq_b,
-             index_q.view().reshape({T, int64_t{c.index_n_heads} * c.index_head_dim}));
-  }
-  {
-    // The keys (the shared K=V head, the compressors, the indexer's selection) on the side
-    // branch: a chain of short kernels that needs none of the queries' wq_b product, so it runs
-    // beside that weight stream.
-    SideBranch side(b);
+  // The keys (the shared K=V head, the compressors, the indexer's selection) go on side
+  // branches: chains of short kernels that need none of the queries' wq_b product. First the
+  // K=V head's norm and RoPE, the ring and compressor rows and the window closes.
+  const auto stage_keys = [&] {
     const Tensor& kv_raw = xp[1];
     b.rms_norm_rope(kv_raw.view().reshape({T, 1, hd}), w.kv_norm, eps, in.positions_dev, inv_freq,
                     kv.view().reshape({T, 1, hd}));
-    if (w.has_compressor)
-      rows = project_layer_rows(b, c, layer, xp, std::move(index_q), in, weights.inv_freq_compress);
+    if (w.has_compressor) rows = project_layer_rows(b, c, layer, xp, in);
     // Two passes over the segments so that their ring and pending-buffer writes go out as one
     // batch of copies, then one attention call for all of them.
     CopyBatch copies;
@@ -303,16 +301,57 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
       stage_segment(b, c, weights, layer, kv, rows, in.segments[i], copies, work[i]);
     copies.flush(b);
     if (w.has_compressor) close_staged_windows(b, c, weights, layer, in, work);
+  };
+  // Then what each segment's rows attend to (CSA: the indexer's selection).
+  const auto select_all_keys = [&] {
     std::vector<size_t> first_key(in.segments.size());  // segment i's first entry in keys
     for (size_t i = 0; i < in.segments.size(); ++i) {
       first_key[i] = keys.size();
       select_keys(b, c, weights, layer, rows, in, in.segments[i], work[i], keys);
     }
     decode_idx = select_keys_of_decode_rows(b, c, rows, layer, in, work, first_key, keys);
-
-    side.to_main();
+  };
+  // The queries' up projection and, where the attention does not, their norm and RoPE.
+  const auto project_queries = [&] {
     b.matmul(qr, w.wq_b, q_raw.view().reshape({T, H * hd}));
     if (!raw_q) b.rms_norm_rope(q_raw3, TensorView(), eps, in.positions_dev, inv_freq, q);
+  };
+  // CSA: the indexer's queries, a product of the normed low-rank query.
+  const bool csa = c.layer_types[layer] == AttnType::kCSA;
+  const auto project_index_queries = [&] {
+    Tensor index_q = b.empty({T, c.index_n_heads, c.index_head_dim});
+    b.matmul(qr, w.indexer.wq_b,
+             index_q.view().reshape({T, int64_t{c.index_n_heads} * c.index_head_dim}));
+    return index_q;
+  };
+  if (csa && T <= kSplitKeyChainMaxRows) {
+    // The selection needs the indexer's queries: the staging runs beside the query norm and
+    // their product (alone: beside wq_b's weight stream it took as long as wq_b), and the
+    // selection beside wq_b (the key chain was the layer's critical path with all of it after
+    // the indexer's product).
+    Tensor index_q;
+    {
+      SideBranch side(b);
+      stage_keys();
+      side.to_main();
+      b.rms_norm(qa, w.q_norm, eps, qr);
+      index_q = project_index_queries();
+    }  // joined: the selection reads both branches
+    SideBranch side(b);
+    set_index_queries(b, std::move(index_q), in, weights.inv_freq_compress, rows);
+    select_all_keys();
+    side.to_main();
+    project_queries();
+  } else {
+    b.rms_norm(qa, w.q_norm, eps, qr);
+    // One branch beside wq_b; a larger CSA step's indexer queries first, alone.
+    Tensor index_q = csa ? project_index_queries() : Tensor();
+    SideBranch side(b);
+    stage_keys();
+    if (csa) set_index_queries(b, std::move(index_q), in, weights.inv_freq_compress, rows);
+    select_all_keys();
+    side.to_main();
+    project_queries();
   }  // joined: the attention reads both branches
   // K = V carried RoPE into the output's rope dims: rotated back to the query's frame as written.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
