@@ -600,8 +600,9 @@ cudaError_t launch_nt_g(const AttnParams& p, unsigned blocks, cudaStream_t strea
   return launch_kernel(kernel, blocks, kWarps * 32 * G * KS, bytes, stream, p);
 }
 
-// Folding launches take one-group blocks of attention_fold_quarter_warps(hd) warps per quarter
-// (the fold's running O costs registers the other shapes do not have).
+// Folding launches take one-group blocks of two warps per quarter (one for head dims up to 64),
+// whatever attention_quarter_warps says: the fold's running O costs registers the other shapes
+// do not have.
 template <int NT>
 cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_warps, bool fold,
                       unsigned blocks, cudaStream_t stream) {
