@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Same-machine A/B of the benchmark numbers docs/perf.md tracks: the working tree's binary
+# against a base commit's (machines differ by 1-3%, so both run in one call, interleaved).
+# Pack the base here first (tools/device/pack_base.sh REV, carry .basesrc), then on the GPU
+# machine, from gpu_session.sh's BENCH_CMDS:
+#   bash tools/device/ab_bench.sh [--runs N] [--no-64k] [--no-prefill]
+# Prints one line per run and variant: decode 4k (batch 1, 8, 64: ms per step), decode 64k
+# (batch 1, 8), prefill 4096 tokens (ms per step, % of bf16 peak).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+RUNS=3 LONG=1 PREFILL=1
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --runs) RUNS=$2; shift 2 ;;
+    --no-64k) LONG=0; shift ;;
+    --no-prefill) PREFILL=0; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+NEW=${B:-build-gpu/src/api/deepinfer}
+[[ -x "$NEW" ]] || { echo "no $NEW (run gpu_session.sh first)" >&2; exit 1; }
+BASE=$(bash tools/device/build_base.sh) || exit 1
+echo "base $(cat .basesrc/REV)"
+P="--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790 --num-layers 9"
+decode() {  # binary, context, batches: "batch ms" pairs
+  "$1" bench $P --mode decode --synthetic-context --context-length "$2" --decode-num-requests "$3" \
+    --warmup-steps 5 --num-steps 40 --overlap 2>&1 | tr '\r' '\n' |
+    grep -E '^decode/o +[0-9]' | awk '{printf "%s %s  ", $2, $6}'
+}
+prefill() {  # binary: "ms %peak"
+  "$1" bench $P --mode prefill --prefill-batch-size 4096 --warmup-steps 1 --num-steps 2 2>&1 |
+    tr '\r' '\n' | grep -E '^prefill +[0-9]' | awk '{printf "%s %s", $6, $13}'
+}
+for ((i = 1; i <= RUNS; ++i)); do
+  for v in base new; do
+    X=$NEW
+    [[ $v == base ]] && X=$BASE
+    echo "run $i $v decode 4k: $(decode "$X" 4096 1,8,64)"
+  done
+done
+if ((LONG)); then
+  for v in base new; do
+    X=$NEW
+    [[ $v == base ]] && X=$BASE
+    echo "$v decode 64k: $(decode "$X" 65536 1,8)"
+  done
+fi
+if ((PREFILL)); then
+  for v in base new; do
+    X=$NEW
+    [[ $v == base ]] && X=$BASE
+    echo "$v prefill 4096: $(prefill "$X")"
+  done
+fi
