@@ -32,24 +32,13 @@ prefill() {  # binary: "ms %peak"
   "$1" bench $P --mode prefill --prefill-batch-size 4096 --warmup-steps 1 --num-steps 2 2>&1 |
     tr '\r' '\n' | grep -E '^prefill +[0-9]' | awk '{printf "%s %s", $6, $13}'
 }
+bin() { [[ $1 == base ]] && echo "$BASE" || echo "$NEW"; }
 for ((i = 1; i <= RUNS; ++i)); do
-  for v in base new; do
-    X=$NEW
-    [[ $v == base ]] && X=$BASE
-    echo "run $i $v decode 4k: $(decode "$X" 4096 1,8,64)"
-  done
+  for v in base new; do echo "run $i $v decode 4k: $(decode "$(bin $v)" 4096 1,8,64)"; done
 done
 if ((LONG)); then
-  for v in base new; do
-    X=$NEW
-    [[ $v == base ]] && X=$BASE
-    echo "$v decode 64k: $(decode "$X" 65536 1,8)"
-  done
+  for v in base new; do echo "$v decode 64k: $(decode "$(bin $v)" 65536 1,8)"; done
 fi
 if ((PREFILL)); then
-  for v in base new; do
-    X=$NEW
-    [[ $v == base ]] && X=$BASE
-    echo "$v prefill 4096: $(prefill "$X")"
-  done
+  for v in base new; do echo "$v prefill 4096: $(prefill "$(bin $v)")"; done
 fi
