@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Same-machine A/B of the benchmark numbers docs/perf.md tracks: the working tree's binary
-# against a base commit's (machines differ by 1-3%, so both run in one call, interleaved).
-# Pack the base here first (tools/device/pack_base.sh REV, carry .basesrc), then on the GPU
-# machine, from gpu_session.sh's BENCH_CMDS:
+# against one or more base commits' (machines differ by 1-3%, so all run in one call,
+# interleaved). Pack the bases here first (tools/device/pack_base.sh REV [REV...], carry
+# .basesrc), then on the GPU machine, from gpu_session.sh's BENCH_CMDS:
 #   bash tools/device/ab_bench.sh [--runs N] [--no-64k] [--no-prefill]
-# Prints one line per run and variant: decode 4k (batch 1, 8, 64: ms per step), decode 64k
-# (batch 1, 8), prefill 4096 tokens (ms per step, % of bf16 peak).
+# Prints one line per run and variant (a base's short sha, or "tree"): decode 4k (batch 1, 8,
+# 64: ms per step), decode 64k (batch 1, 8), prefill 4096 tokens (ms per step, % of bf16 peak).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -20,8 +20,15 @@ while [[ $# -gt 0 ]]; do
 done
 NEW=${B:-build-gpu/src/api/deepinfer}
 [[ -x "$NEW" ]] || { echo "no $NEW (run gpu_session.sh first)" >&2; exit 1; }
-BASE=$(bash tools/device/build_base.sh) || exit 1
-echo "base $(cat .basesrc/REV)"
+[[ -f .basesrc/order ]] || { echo "no .basesrc/order (pack_base.sh, carry .basesrc)" >&2; exit 1; }
+declare -A BIN=([tree]=$NEW)
+VARIANTS=()
+while read -r name; do
+  BIN[$name]=$(bash tools/device/build_base.sh "$name") || exit 1
+  VARIANTS+=("$name")
+  echo "base $name = $(cat ".basesrc/$name.rev")"
+done <.basesrc/order
+VARIANTS+=(tree)
 P="--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790 --num-layers 9"
 decode() {  # binary, context, batches: "batch ms" pairs
   "$1" bench $P --mode decode --synthetic-context --context-length "$2" --decode-num-requests "$3" \
@@ -32,13 +39,12 @@ prefill() {  # binary: "ms %peak"
   "$1" bench $P --mode prefill --prefill-batch-size 4096 --warmup-steps 1 --num-steps 2 2>&1 |
     tr '\r' '\n' | grep -E '^prefill +[0-9]' | awk '{printf "%s %s", $6, $13}'
 }
-bin() { [[ $1 == base ]] && echo "$BASE" || echo "$NEW"; }
 for ((i = 1; i <= RUNS; ++i)); do
-  for v in base new; do echo "run $i $v decode 4k: $(decode "$(bin $v)" 4096 1,8,64)"; done
+  for v in "${VARIANTS[@]}"; do echo "run $i $v decode 4k: $(decode "${BIN[$v]}" 4096 1,8,64)"; done
 done
 if ((LONG)); then
-  for v in base new; do echo "$v decode 64k: $(decode "$(bin $v)" 65536 1,8)"; done
+  for v in "${VARIANTS[@]}"; do echo "$v decode 64k: $(decode "${BIN[$v]}" 65536 1,8)"; done
 fi
 if ((PREFILL)); then
-  for v in base new; do echo "$v prefill 4096: $(prefill "$(bin $v)")"; done
+  for v in "${VARIANTS[@]}"; do echo "$v prefill 4096: $(prefill "${BIN[$v]}")"; done
 fi
