@@ -27,14 +27,14 @@ def summarise(rows):
         return None
     t_start = min(r["t0"] for r in rows)
     us = lambda ns: ns / 1000.0
+    loops = [r["t3"] - r["t2"] for r in live]
     return {
         "span": us(max(r["t4"] for r in live) - t_start),
         "start spread": us(max(r["t0"] for r in live) - t_start),
         "wait end (median)": us(statistics.median(r["t1"] - t_start for r in live)),
         "first stage (median)": us(statistics.median(r["t2"] - r["t1"] for r in live)),
-        "k loop (median)": us(statistics.median(r["t3"] - r["t2"] for r in live)),
-        "k loop (p10..p90)": (us(pct([r["t3"] - r["t2"] for r in live], 0.1)),
-                              us(pct([r["t3"] - r["t2"] for r in live], 0.9))),
+        "k loop (median)": us(statistics.median(loops)),
+        "k loop (p10..p90)": (us(pct(loops, 0.1)), us(pct(loops, 0.9))),
         "epilogue (median)": us(statistics.median(r["t4"] - r["t3"] for r in live)),
         "first block done": us(min(r["t4"] for r in live) - t_start),
         "tail (last - median done)": us(max(r["t4"] for r in live) -

@@ -1,7 +1,6 @@
 // mHC, attention-side ops and the router: argument checks here, the work in the kernels.
 #include <algorithm>
 #include <climits>
-#include <limits>
 #include <unordered_map>
 
 #include "backend/cuda/cuda_backend_impl.h"
