@@ -405,15 +405,19 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
         if constexpr (kAStaged) {
           const int64_t ka = static_cast<int64_t>(kt) * kBK + ac;  // K % 8 == 0: whole chunks
           const bool ain = ka < K;
+          // A tile's rows past `rows` are not staged at all (a decode expert's 15 of 16): an
+          // output row reads only its own row of A, and those rows' outputs are never stored.
 #pragma unroll
           for (int i = 0; i < kAF32Loads; ++i)
-            cp_async16(Af + (buf * BM + (tid >> 4) + (NT / 16) * i) * kLdF + ac,
-                       a_src[i] ? a_src[i] + (ain ? ka : 0) : g.x_f32, a_src[i] && ain);
+            if (a_src[i])
+              cp_async16(Af + (buf * BM + (tid >> 4) + (NT / 16) * i) * kLdF + ac,
+                         a_src[i] + (ain ? ka : 0), ain);
         } else if constexpr (!kAF32 && !kResA) {
 #pragma unroll
           for (int i = 0; i < kALoads; ++i)
-            cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
-                       ab_src[i] ? ab_src[i] + (kin ? k : 0) : g.x_bf16, ab_src[i] && kin);
+            if (ab_src[i])
+              cp_async16(As + (buf * BM + (tid >> 3) + (NT / 8) * i) * kLd + bc,
+                         ab_src[i] + (kin ? k : 0), kin);
         }
       }
     }

@@ -10,10 +10,12 @@ namespace deepinfer::cuda {
 
 // First statement of every kernel launched by launch_kernel (launch.cuh), or at least ahead of
 // its first access to memory another kernel writes or reads: returns once the kernel before it
-// in the stream has finished and its writes are visible (at once for a plain launch). No kernel
-// lets its dependent launch early (griddepcontrol.launch_dependents), whose blocks would then
-// wait on the SMs beside its own: measured slower (that trigger at the top of every kernel:
-// decode batch 1 3.19 -> 3.51 ms; of the short kernels only: batch 64 27.0 -> 27.6 ms).
+// in the stream has finished and its writes are visible (at once for a plain launch). Only the
+// GEMM tiles let their dependents launch early (griddepcontrol.launch_dependents, once their last
+// weight stage is queued; they say why): a dependent's blocks wait on the SMs beside the running
+// kernel's, measured slower elsewhere (that trigger at the top of every kernel: decode batch 1
+// 3.19 -> 3.51 ms; of the short kernels only: batch 64 27.0 -> 27.6 ms; at swiglu's top: no
+// faster, docs/perf.md).
 __device__ __forceinline__ void wait_for_prior_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
