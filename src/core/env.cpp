@@ -36,6 +36,19 @@ constexpr VarSpec kVars[] = {
      "fold together in order, in one block per head group when the batch fills the device, "
      "else over several blocks and a merge kernel (the same bits either way). Chosen per "
      "sequence (a sequence's bits do not depend on its batch). For tuning."},
+    {"DEEPINFER_CUDA_ATTENTION_FP16_QP", VarType::kBool, "0",
+     "CUDA backend: every attention kernel takes the queries and the softmax probabilities as "
+     "one fp16 operand each (hi * hi + hi * lo per product: two tensor-core MMAs instead of "
+     "three; the keys and values stay split into fp16 hi + lo, about 21 bits). Every kernel "
+     "drops the same product, so prefill rows stay bitwise decode rows and batches stay "
+     "invariant; numbers move by fp16 rounding of Q and P. Experimental, for A/Bs of speed "
+     "and accuracy (docs/perf.md)."},
+    {"DEEPINFER_CUDA_INDEXER_FP16_Q", VarType::kBool, "0",
+     "CUDA backend: the lightning indexer's wgmma kernel takes its queries as one fp16 operand "
+     "(hi * hi + hi * lo per product: two tensor-core MMAs instead of three; the keys stay "
+     "split into fp16 hi + lo). Prefill and decode rows drop the same product (the same bits); "
+     "scores move by fp16 rounding of q, which can flip near-tie top-k choices. Experimental, "
+     "for A/Bs of speed and accuracy (docs/perf.md)."},
     {"DEEPINFER_CUDA_CLUSTER_SPLIT", VarType::kBool, "1",
      "CUDA backend: a decode product whose K is split into 2-8 segments runs each output "
      "tile's segments as one thread block cluster where the grid's clusters are all resident "

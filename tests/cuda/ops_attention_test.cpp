@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "attention_cases.h"
 #include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
@@ -309,13 +310,6 @@ TEST_F(Attn, AttentionBatchMatchesEachSegmentAlone) {
   EXPECT_THROW(gpu->attention_batch(dq, gap, window, dsinks, scale, out), Error);
 }
 
-// The RoPE frequencies of R pairs (theta 10000) on the device.
-Tensor rope_freqs_dev(Backend& gpu, int64_t R) {
-  Tensor freq = host({R});
-  for (int64_t i = 0; i < R; ++i) freq.data_as<float>()[i] = std::pow(10000.f, -2.f * i / (2 * R));
-  return to_dev(gpu, freq);
-}
-
 Tensor bf16_poisoned(Backend& gpu, std::vector<int64_t> shape) {
   Tensor poison = host(std::move(shape), DType::kBF16);
   std::fill_n(poison.data_as<uint16_t>(), poison.numel(), uint16_t{0x7fc1});
@@ -498,46 +492,6 @@ TEST_F(Attn, AttentionDerotatedIsAttentionThenInverseRope) {
   }
 }
 
-// A prefill-sized batch of the V4-Flash attention shape (64 heads of 512): window-only rows (the
-// first ones seeing fewer than a chunk of keys), a visible prefix of up to 700 entries (several
-// 128-key super-chunks, the last one partial), comp_idx rows of 512 picks (-1 and duplicates)
-// over 2000 entries; positions and RoPE frequencies of 32 pairs for its rows.
-struct WgmmaBatch {
-  static constexpr int64_t H = 64, hd = 512, window = 128, R = 32, M = 650;
-  std::vector<Tensor> keep;
-  std::vector<Backend::AttentionSegment> segs;
-  Tensor q, sinks, pos, freq;
-  float scale = 1.f / std::sqrt(static_cast<float>(hd));
-
-  WgmmaBatch(Backend& gpu, Rng& rng) {
-    auto dev = [&](const Tensor& t) {
-      keep.push_back(to_dev(gpu, t));
-      return keep.back().view();
-    };
-    std::vector<int32_t> vis(200), picks(150 * 512);
-    for (auto& e : vis) e = static_cast<int32_t>(rng.integer(0, 700));
-    for (auto& e : picks) e = static_cast<int32_t>(rng.integer(-1, 1999));
-    for (int64_t r = 0; r < 150; ++r) picks[r * 512 + 1] = picks[r * 512];  // a duplicate
-    segs = {{0, 300, dev(rand_host(rng, {300, hd})), TensorView(), TensorView(), TensorView()},
-            {300, 200, dev(rand_host(rng, {1200, hd})), dev(rand_host(rng, {700, hd})),
-             TensorView(), dev(i32_host(vis, {200}))},
-            {500, 150, dev(rand_host(rng, {277, hd})), dev(rand_host(rng, {2000, hd})),
-             dev(i32_host(picks, {150, 512})), TensorView()}};
-    q = to_dev(gpu, rand_host(rng, {M, H, hd}));
-    sinks = to_dev(gpu, rand_host(rng, {H}, -2.f, 2.f));
-    std::vector<int32_t> p(M);
-    for (auto& e : p) e = static_cast<int32_t>(rng.integer(0, 200000));
-    freq = rope_freqs_dev(gpu, R);
-    pos = to_dev(gpu, i32_host(p, {M}));
-  }
-};
-
-bool same_bytes(Backend& gpu, const Tensor& a, const Tensor& b) {
-  const Tensor x = to_host(gpu, a), y = to_host(gpu, b);
-  return x.view().nbytes() == y.view().nbytes() &&
-         std::memcmp(x.view().data(), y.view().data(), x.view().nbytes()) == 0;
-}
-
 // Prefill-sized calls (WgmmaBatch) on Hopper's wgmma kernel give bitwise what the mma.sync
 // kernel gives; fp32 out, and de-rotated into bf16. Skips where the device has no wgmma.
 TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
@@ -563,13 +517,8 @@ TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
   }
   set_cuda_wgmma(*gpu, true);
   const Tensor a = to_host(*gpu, out[0]), b = to_host(*gpu, out[1]);
-  int64_t differ = 0, finite = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    differ += std::memcmp(a.data_as<float>() + i, b.data_as<float>() + i, 4) != 0;
-    finite += std::isfinite(b.data_as<float>()[i]);
-  }
-  EXPECT_EQ(differ, 0) << "of " << a.numel() << " fp32 outputs";
-  EXPECT_EQ(finite, a.numel());
+  EXPECT_EQ(floats_differing(a, b), 0) << "of " << a.numel() << " fp32 outputs";
+  EXPECT_EQ(finite_count(b), a.numel());
   EXPECT_TRUE(same_bytes(*gpu, out16[0], out16[1])) << "bf16 de-rotated";
 }
 
@@ -678,21 +627,16 @@ TEST_F(Attn, IndexerScoresBatchMatchesCpu) {
 TEST_F(Attn, IndexerDecodeRowsAreThePrefillCallsRows) {
   SEED_TRACE();
   if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
-  for (auto [nh, d, E] : std::vector<std::array<int64_t, 3>>{{64, 128, 1100}, {37, 64, 300}}) {
+  for (auto [nh, d, E] : kIndexerRowShapes) {
     SCOPED_TRACE(testing::Message() << "nh " << nh << " d " << d << " E " << E);
     Rng rng;
-    const int64_t M = 9;
-    const Tensor q = to_dev(*gpu, rand_host(rng, {M, nh, d})),
-                 w = to_dev(*gpu, rand_host(rng, {M, nh}));
-    const Tensor k = to_dev(*gpu, rand_host(rng, {E, d}));
-    std::vector<int32_t> v(M);
-    for (int64_t m = 0; m < M; ++m) v[m] = static_cast<int32_t>(m == 0 ? E : rng.integer(0, E));
-    const Tensor vis = to_dev(*gpu, i32_host(v, {M}));
+    const IndexerRows c(rng, nh, d, E);
+    const int64_t M = c.M;
+    const Tensor q = to_dev(*gpu, c.q), w = to_dev(*gpu, c.w), k = to_dev(*gpu, c.k);
+    const Tensor vis = to_dev(*gpu, c.vis);
     Tensor prefill = dev_poisoned(*gpu, {M, E}), decode = dev_poisoned(*gpu, {M, E});
     gpu->indexer_scores(q, k, w, 0.3f, vis, prefill);
-    std::vector<Backend::IndexerSegment> segs;
-    for (int64_t m = 0; m < M; ++m) segs.push_back({m, 1, k.view()});
-    gpu->indexer_scores_batch(q, segs, w, 0.3f, vis, decode);
+    gpu->indexer_scores_batch(q, IndexerRows::one_row_segments(k), w, 0.3f, vis, decode);
     EXPECT_TRUE(same_bytes(*gpu, prefill, decode));
   }
 }

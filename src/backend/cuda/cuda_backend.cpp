@@ -235,6 +235,8 @@ CudaBackend::CudaBackend(int device)
   set_dense_resident_a(env::get_int("DEEPINFER_DENSE_RESIDENT_A"));
   set_attention_pair_blocks(env::get_int("DEEPINFER_ATTENTION_PAIR_BLOCKS"));
   set_attention_split_keys(env::get_int("DEEPINFER_ATTENTION_SPLIT_KEYS"));
+  set_attention_fp16_qp(env::get_bool("DEEPINFER_CUDA_ATTENTION_FP16_QP"));
+  set_indexer_fp16_q(env::get_bool("DEEPINFER_CUDA_INDEXER_FP16_Q"));
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");
   hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
   down_combine_ = env::get_bool("DEEPINFER_CUDA_DOWN_COMBINE");

@@ -37,6 +37,12 @@ __device__ __forceinline__ void split_pair(float a, float b, uint32_t* hi, uint3
   *lo = pack_half2(a - hf.x, b - hf.y);
 }
 
+// Stores 4 values' hi halves alone at hi_dst (8 bytes): an operand that takes no lo products.
+__device__ __forceinline__ void store_hi(void* hi_dst, const float (&x)[4]) {
+  *reinterpret_cast<uint2*>(hi_dst) =
+      make_uint2(half2_bits(to_half2_sat(x[0], x[1])), half2_bits(to_half2_sat(x[2], x[3])));
+}
+
 // Stores 4 values as fp16 halves: hi at hi_dst, lo = x - hi at lo_dst (8 bytes each).
 __device__ __forceinline__ void store_hi_lo(void* hi_dst, void* lo_dst, const float (&x)[4]) {
   uint2 hi, lo;

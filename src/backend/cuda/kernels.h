@@ -184,6 +184,13 @@ int attention_groups_per_block(int64_t M, int64_t H, int num_sms);
 // than 32, prefill-sized calls only; batch 1 keeps twice the blocks: docs/perf.md).
 inline constexpr int64_t kAttentionPairBlocksPerSm = 1;
 void set_attention_pair_blocks(int64_t per_sm);
+// Whether every attention kernel takes the queries and the softmax probabilities (the A operands
+// of Q K^T and P V) as one fp16 operand each: hi*hi + hi*lo per product, two MMAs instead of
+// three, the keys and values still split (DEEPINFER_CUDA_ATTENTION_FP16_QP; off by default: on
+// the H200 prefill 1-4% faster, tiny-b's golden error 2.95e-2 of its 3e-2 bound, docs/perf.md).
+// All kernels drop the same product, so a row's bits stay the same in any kernel and batch.
+void set_attention_fp16_qp(bool on);
+bool attention_fp16_qp();
 // Warps per quarter of the head dim in a launch's blocks (quarter_warps of launch_attention): 2
 // for one-group blocks of head dims past 64 whose grid fits one wave (a block per SM, bound by its
 // warps' instruction latency: decode at small batches), splitting the chunk's keys and the
@@ -253,6 +260,12 @@ cudaError_t launch_indexer_rows(const float* q, int64_t nh, int64_t d, const flo
 // another head-sum order), for the shapes indexer_wgmma_supported() takes; q, k and w 16-byte
 // aligned. k_halves: scratch for the keys' fp16 hi and lo, 2 * E * d halves.
 bool indexer_wgmma_supported(int64_t nh, int64_t d);
+// Whether the wgmma indexer takes its queries as one fp16 operand (hi * hi + hi * lo per product,
+// two MMAs instead of three; the keys stay split): DEEPINFER_CUDA_INDEXER_FP16_Q, off by default
+// (on the H200 prefill 0-1% faster, docs/perf.md). Prefill and decode rows drop the same product
+// (the same bits).
+void set_indexer_fp16_q(bool on);
+bool indexer_fp16_q();
 cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int64_t nh, int64_t d,
                                  int64_t E, const float* w, float scale, const int32_t* visible,
                                  uint16_t* k_halves, float* scores, int sms, int32_t* err,

@@ -10,7 +10,9 @@
 //   S:  for each 64-dim slice of the head (a stage: Q's slice and the 128 keys' slice, each as
 //       fp16 hi / lo halves), warpgroup w multiplies Q by keys [64 w, 64 w + 64): hi*hi +
 //       hi*lo + lo*hi per k16 step into one accumulator per 128-dim quarter, the quarters then
-//       added in order, as the mma.sync kernel's four warps and their shared-memory sum do;
+//       added in order, as the mma.sync kernel's four warps and their shared-memory sum do
+//       (under set_attention_fp16_qp Q and P are their hi halves: the lo*hi products go, as
+//       there, and Q's lo halves are not copied);
 //   softmax: per 32-key chunk, in the chunk order of the mma.sync kernel (its chunk maxima
 //       exchanged through shared memory), P's fp16 hi / lo written to shared memory;
 //   PV: 16 keys at a time (a stage: all 512 dims of their halves), warpgroup w adds P V over
@@ -78,6 +80,7 @@ struct WgmmaAttnParams {
   float scale;
   int32_t* err;
   AttnOutput o;
+  bool split_a;  // Q and P as hi + lo (three MMAs a product); else hi alone (two)
 };
 
 // A ring of stage slots: use u of the ring lands in slot u % N, whose barriers' phase parity
@@ -150,6 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
 #pragma unroll
       for (int u = 0; u < kQSlot / 16 / kProducers; ++u) {
         const int hl = u >> 2, h = r8 + 16 * (u & 3);
+        if (hl == 1 && !p.split_a) break;  // the lo halves: no MMA reads them
         cp_async16(qs + hl * (kRows * 128) + h * 128 + ((c ^ (h & 7)) << 4),
                    qrow + h * 2 * kHd + hl * kHd + st * 64 + c * 8, true);
       }
@@ -285,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
           const uint64_t kl = wgmma_desc_sw128(ka + kSuper * 128 + k * 32);
           wgmma_m64n64k16_f16(acc, qh, kh);
           wgmma_m64n64k16_f16(acc, qh, kl);
-          wgmma_m64n64k16_f16(acc, ql, kh);
+          if (p.split_a) wgmma_m64n64k16_f16(acc, ql, kh);
         }
         wgmma_commit();
         wgmma_wait<1>();  // the previous stage's products are done
@@ -366,7 +370,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
         const __half2 h = __floats2half2_rn(a, b);
         const float2 hf = __half22float2(h);
         *reinterpret_cast<uint32_t*>(ps + off) = half2_bits(h);
-        *reinterpret_cast<uint32_t*>(ps + kPHalf + off) = pack_half2(a - hf.x, b - hf.y);
+        if (p.split_a)
+          *reinterpret_cast<uint32_t*>(ps + kPHalf + off) = pack_half2(a - hf.x, b - hf.y);
       }
     fence_proxy_async_smem();
     named_barrier_sync(kConsumerBar, kConsumers);  // P and the chunk sums are in
@@ -403,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
       const uint64_t vl = wgmma_desc_sw128_mn(va + kVHalf, kVKeys * 128, 1024);
       wgmma_m64n256k16_f16_bmn(o, ph, vh);
       wgmma_m64n256k16_f16_bmn(o, ph, vl);
-      wgmma_m64n256k16_f16_bmn(o, pl, vh);
+      if (p.split_a) wgmma_m64n256k16_f16_bmn(o, pl, vh);
       wgmma_commit();
       if (v & 1) {
         wgmma_wait<1>();  // the chunk's first stage is done
@@ -445,11 +450,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
 }
 
 // One block of 128 threads per head row (M x 64 of them), a float4 each: the row as fp16 hi /
-// lo halves (hi then lo, 512 each). With eps, first rms_norm4_kernel's unweighted norm and its
-// RoPE of the last 2 R dims (rms_norm_rope's values: the same sums, scale4 and rotate_pair).
+// lo halves (hi then lo, 512 each; without `lo` the hi halves alone, set_attention_fp16_qp's). With
+// eps, first rms_norm4_kernel's unweighted norm and its RoPE of the last 2 R dims (rms_norm_rope's
+// values: the same sums, scale4 and rotate_pair).
 __global__ void __launch_bounds__(kHd / 4)
     attention_q_halves_kernel(const float* q, bool norm, float eps, const int32_t* pos,
-                              const float* freq, int R, uint16_t* out) {
+                              const float* freq, int R, bool lo, uint16_t* out) {
   wait_for_prior_grid();
   __shared__ float red[32];
   const int64_t i = threadIdx.x * int64_t{4}, r = blockIdx.x;
@@ -465,7 +471,10 @@ __global__ void __launch_bounds__(kHd / 4)
     }
   }
   const float x[4] = {v.x, v.y, v.z, v.w};
-  store_hi_lo(out + r * 2 * kHd + i, out + r * 2 * kHd + kHd + i, x);
+  if (lo)
+    store_hi_lo(out + r * 2 * kHd + i, out + r * 2 * kHd + kHd + i, x);
+  else
+    store_hi(out + r * 2 * kHd + i, x);
 }
 
 }  // namespace
@@ -488,7 +497,7 @@ cudaError_t launch_attention_q_halves(const float* q, int64_t M, const float* q_
     return cudaErrorInvalidValue;
   return launch_kernel(attention_q_halves_kernel, static_cast<unsigned>(M * kRows), kHd / 4, 0,
                        stream, q, q_eps != nullptr, q_eps ? *q_eps : 0.f, positions, inv_freq,
-                       static_cast<int>(R), halves);
+                       static_cast<int>(R), !attention_fp16_qp(), halves);
 }
 
 cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const AttnRow* rows,
@@ -502,7 +511,8 @@ cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const At
       (reinterpret_cast<uintptr_t>(q_halves) & 15) != 0 || out.rope_R < 0 || 2 * out.rope_R > kHd ||
       (out.rope_pos && (!out.rope_freq || out.rope_R == 0)))
     return cudaErrorInvalidValue;
-  const WgmmaAttnParams p{q_halves, rows, window, list, count, Kmax, sinks, scale, err, out};
+  const WgmmaAttnParams p{
+      q_halves, rows, window, list, count, Kmax, sinks, scale, err, out, !attention_fp16_qp()};
   static const cudaError_t attr =
       cudaFuncSetAttribute(attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmemBytes));

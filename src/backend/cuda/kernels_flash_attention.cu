@@ -17,7 +17,8 @@
 // each product takes three mma (hi*hi + hi*lo + lo*hi), about 21 bits of mantissa: scores and
 // outputs as accurate as fp32 math to the softmax's needs. One fp16 operand alone (10 bits) was
 // enough to flip near-tie indexer and routing decisions downstream in the golden tests. q and
-// keys are RMS-normed, well inside fp16's range (values saturate rather than overflow).
+// keys are RMS-normed, well inside fp16's range (values saturate rather than overflow). Under
+// set_attention_fp16_qp, Q and P (the A operands) are their hi halves alone: two mma a product.
 #include "backend/cuda/attention_keys.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
@@ -54,6 +55,7 @@ struct AttnParams {
   bool pairs;               // attention_stores_pairs
   int64_t unit_keys;        // keys per unit of a split row (a multiple of kChunk)
   int64_t units_per_block;  // units one block of a split row runs (launches that do not fold)
+  bool split_a;             // Q and P as hi + lo (three MMAs a product); else hi (two)
 };
 
 // The shared memory of a block: Q and a key chunk as hi / lo halves, the warps' partial scores,
@@ -80,17 +82,19 @@ constexpr size_t attn_smem_bytes() {
 }
 
 // d0 += A B0, d1 += A B1 with every operand as fp16 hi / lo halves: hi * hi + hi * lo + lo * hi
-// (lo * lo is below fp32's rounding), in that order. a / al: A's halves; b / bl: the two n-tiles'
-// halves as one ldmatrix_x4 loads them (b[0..1] tile 0, b[2..3] tile 1).
+// (lo * lo is below fp32's rounding), in that order; without split_a, A is its hi half alone
+// (the last product dropped). a / al: A's halves; b / bl: the two n-tiles' halves as one
+// ldmatrix_x4 loads them (b[0..1] tile 0, b[2..3] tile 1).
 __device__ __forceinline__ void mma_split_pair(float (&d0)[4], float (&d1)[4],
                                                const uint32_t (&a)[4], const uint32_t (&al)[4],
-                                               const uint32_t (&b)[4], const uint32_t (&bl)[4]) {
+                                               const uint32_t (&b)[4], const uint32_t (&bl)[4],
+                                               bool split_a) {
   mma_f16_16816(d0, a, b[0], b[1]);
   mma_f16_16816(d0, a, bl[0], bl[1]);
-  mma_f16_16816(d0, al, b[0], b[1]);
+  if (split_a) mma_f16_16816(d0, al, b[0], b[1]);
   mma_f16_16816(d1, a, b[2], b[3]);
   mma_f16_16816(d1, a, bl[2], bl[3]);
-  mma_f16_16816(d1, al, b[2], b[3]);
+  if (split_a) mma_f16_16816(d1, al, b[2], b[3]);
 }
 
 // Folding unit u's (m_u, sum_u, o_u) into the running (M, L, O) of a row: M' = max(M, m_u),
@@ -199,7 +203,10 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
           if (d + c < hd) v[c] = qr[d + c];
       }
     }
-    store_hi_lo(qs + r * ld + d, qs + (kBlockHeads + r) * ld + d, v);
+    if (p.split_a)
+      store_hi_lo(qs + r * ld + d, qs + (kBlockHeads + r) * ld + d, v);
+    else
+      store_hi(qs + r * ld + d, v);  // no MMA reads Q's lo halves
   }
 
   float o[kOwnTiles][4];
@@ -389,10 +396,10 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
 #pragma unroll
     for (int kk = 0; kk < wdims / 16; ++kk) {
       const int d0 = wq * wdims + kk * 16;
-      uint32_t a[4], al[4];
+      uint32_t a[4], al[4] = {0u, 0u, 0u, 0u};
       const int qoff = (hg * kHeads + mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
       ldmatrix_x4(a, qs + qoff);
-      ldmatrix_x4(al, qs + kBlockHeads * ld + qoff);
+      if (p.split_a) ldmatrix_x4(al, qs + kBlockHeads * ld + qoff);
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; nt += 2) {
         uint32_t b[4], bl[4];  // key tiles nt, nt + 1 of the warp's
@@ -400,7 +407,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
             ((kh * kKeyTiles + nt) * 8 + mrow + (mat >> 1) * 8) * ld + d0 + (mat & 1) * 8;
         ldmatrix_x4(b, ks + koff);
         ldmatrix_x4(bl, ks + kChunk * ld + koff);
-        mma_split_pair(sk[nt], sk[nt + 1], a, al, b, bl);
+        mma_split_pair(sk[nt], sk[nt + 1], a, al, b, bl, p.split_a);
       }
     }
     const int quarter = hg * kWarps + wq;
@@ -465,7 +472,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
         const __half2 h = __floats2half2_rn(pv[i][0], pv[i][1]);
         const float2 hf = __half22float2(h);
         a[i] = half2_bits(h);
-        al[i] = pack_half2(pv[i][0] - hf.x, pv[i][1] - hf.y);
+        al[i] = p.split_a ? pack_half2(pv[i][0] - hf.x, pv[i][1] - hf.y) : 0u;
       }
 #pragma unroll
       for (int t = 0; t < kOwnTiles; t += 2) {
@@ -474,7 +481,7 @@ __global__ void __launch_bounds__(kWarps * 32 * G * KS) flash_attention_kernel(A
         const int voff = (kk * 16 + mrow + (mat & 1) * 8) * ld + d0 + (mat >> 1) * 8;
         ldmatrix_x4_trans(b, ks + voff);
         ldmatrix_x4_trans(bl, ks + kChunk * ld + voff);
-        mma_split_pair(o[t], o[t + 1], a, al, b, bl);
+        mma_split_pair(o[t], o[t + 1], a, al, b, bl, p.split_a);
       }
     }
     // Units end on chunk boundaries (unit_keys is whole chunks from key 0).
@@ -618,11 +625,21 @@ cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_war
   return launch_nt_g<NT, 1, 1, false>(p, blocks, stream);
 }
 
-// The tunables' values (set_attention_pair_blocks, set_attention_split_keys).
+// The tunables' values (set_attention_pair_blocks, set_attention_split_keys,
+// set_attention_fp16_qp).
 int64_t pair_blocks_per_sm = kAttentionPairBlocksPerSm;
 int64_t unit_keys = kAttentionSplitKeys;
+bool fp16_qp = false;
 
 }  // namespace
+
+void set_attention_fp16_qp(bool on) {
+  fp16_qp = on;
+}
+
+bool attention_fp16_qp() {
+  return fp16_qp;
+}
 
 void set_attention_split_keys(int64_t keys) {
   unit_keys = std::max<int64_t>((keys + kChunk - 1) / kChunk, 1) * kChunk;
@@ -712,7 +729,8 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
                      out,
                      pairs,
                      unit_keys,
-                     units.units_per_block};
+                     units.units_per_block,
+                     !attention_fp16_qp()};
   const unsigned nblocks = static_cast<unsigned>(blocks);
   const int g = groups_per_block, qw = quarter_warps;
   const bool fold = units.fold;

@@ -11,6 +11,8 @@
 // Precision: q and k are split into fp16 hi + lo (half_split.cuh) and each product takes three
 // MMAs, as in the attention kernel: the top-k after this is a discrete choice, and one fp16
 // operand (10 bits) flips near ties. The head sum's order differs from the CPU's (fp32 either way).
+// Under set_indexer_fp16_q, q is its hi half alone (the lo * hi product dropped): the CPU
+// emulation of it moved no top-k choice of the golden fixtures (docs/perf.md).
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
@@ -48,6 +50,7 @@ struct IndexerArgs {
   float* scores;  // [M, E]; per-row mode: [R, E] (E = N, the widest row)
   int32_t* err;
   const IndexerRow* rows = nullptr;  // per-row mode: blockIdx.x's row and its fp32 keys
+  bool split_q = true;               // q as hi + lo (three MMAs a product); else hi (two)
 };
 
 // k's n4 float4 as fp16 halves, hi and lo in two arrays (grid-stride over blockIdx.x).
@@ -219,7 +222,8 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
         const uint32_t qo = qa + kd * kQSub + kk * 32, ko = st + kd * kKSub + kk * 32;
         wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko), kd + kk > 0);
         wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko + kMaxKd * kKSub), 1);
-        wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo + kMaxKd * kQSub), wgmma_desc_sw128(ko), 1);
+        if (g.split_q)
+          wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo + kMaxKd * kQSub), wgmma_desc_sw128(ko), 1);
       }
     wgmma_commit();
     wgmma_wait<0>();
@@ -279,20 +283,24 @@ int64_t tiles_per_block(int64_t units, int64_t tiles, int64_t per_sm, int sms) {
 IndexerArgs indexer_args(const float* q, const uint16_t* k_hi, const uint16_t* k_lo, const float* w,
                          const int32_t* visible, int64_t M, int64_t E, int64_t nh, int64_t d,
                          int64_t tpb, float scale, float* scores, int32_t* err) {
-  return IndexerArgs{q,
-                     k_hi,
-                     k_lo,
-                     w,
-                     visible,
-                     M,
-                     E,
-                     static_cast<int>(nh),
-                     static_cast<int>(d),
-                     static_cast<int>(tpb),
-                     scale,
-                     scores,
-                     err};
+  IndexerArgs a{q,
+                k_hi,
+                k_lo,
+                w,
+                visible,
+                M,
+                E,
+                static_cast<int>(nh),
+                static_cast<int>(d),
+                static_cast<int>(tpb),
+                scale,
+                scores,
+                err};
+  a.split_q = !indexer_fp16_q();
+  return a;
 }
+
+bool fp16_q = false;  // set_indexer_fp16_q
 
 template <bool kPerRow>
 cudaError_t launch_scores(const IndexerArgs& a, dim3 grid, cudaStream_t stream) {
@@ -308,6 +316,14 @@ cudaError_t launch_scores(const IndexerArgs& a, dim3 grid, cudaStream_t stream) 
 }
 
 }  // namespace
+
+void set_indexer_fp16_q(bool on) {
+  fp16_q = on;
+}
+
+bool indexer_fp16_q() {
+  return fp16_q;
+}
 
 bool indexer_wgmma_supported(int64_t nh, int64_t d) {
   return nh >= 1 && nh <= kHeads && (d == 64 || d == 128);
