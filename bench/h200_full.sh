@@ -2,7 +2,8 @@
 # Issue 6's benchmark set on one H200: V4-Flash layer shapes (hidden 4096, 64 heads of 512, 256
 # experts top-6, moe_intermediate 2048, the preset's CSA/HCA schedule) with weights generated on
 # the device (--random-weights) and the context set directly (--synthetic-context). 9 layers fit
-# with batch <= 128 at 64k context (fp32 state); batch 256 runs with 7. JSON goes to $RESULTS.
+# with batch <= 128 at 64k context (fp32 state); batch 256 runs with 7 (4k and 64k). JSON goes
+# to $RESULTS.
 # Usage: B=build-gpu/src/api/deepinfer RESULTS=/tmp/out bash bench/h200_full.sh
 set -uo pipefail
 B=${B:-build/src/api/deepinfer}
@@ -25,6 +26,9 @@ run 9l_ctx4k_decode --num-layers 9 --mode decode --synthetic-context --context-l
 run 9l_ctx64k_decode --num-layers 9 --mode decode --synthetic-context --context-length 65536 \
   --decode-num-requests 1,8,64,128 --warmup-steps 3 --num-steps 20 --overlap
 run 7l_decode256 --num-layers 7 --mode decode --synthetic-context --context-length 4096 \
+  --decode-num-requests 256 --warmup-steps 2 --num-steps 10 --overlap
+# Batch 256 at 64k context: 109 MiB of state per sequence at 7 layers (2 CSA), ~115 GiB in all.
+run 7l_ctx64k_decode256 --num-layers 7 --mode decode --synthetic-context --context-length 65536 \
   --decode-num-requests 256 --warmup-steps 2 --num-steps 10 --overlap
 run 9l_prefill4k --num-layers 9 --mode prefill --prefill-batch-size 4096 --warmup-steps 1 \
   --num-steps 3
