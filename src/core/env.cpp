@@ -49,6 +49,12 @@ constexpr VarSpec kVars[] = {
      "split into fp16 hi + lo). Prefill and decode rows drop the same product (the same bits); "
      "scores move by fp16 rounding of q, which can flip near-tie top-k choices. Experimental, "
      "for A/Bs of speed and accuracy (docs/perf.md)."},
+    {"DEEPINFER_CUDA_INDEXER_FP16_K", VarType::kBool, "0",
+     "CUDA backend: the lightning indexer's wgmma kernel takes its keys as one fp16 operand "
+     "(the hi * lo product dropped; no lo halves are made or staged, half the key bytes); with "
+     "DEEPINFER_CUDA_INDEXER_FP16_Q too, one plain fp16 MMA a product. Prefill and decode rows "
+     "drop the same product (the same bits); scores move by fp16 rounding of k, which can flip "
+     "near-tie top-k choices. Experimental, for A/Bs of speed and accuracy (docs/perf.md)."},
     {"DEEPINFER_CUDA_CLUSTER_SPLIT", VarType::kBool, "1",
      "CUDA backend: a decode product whose K is split into 2-8 segments runs each output "
      "tile's segments as one thread block cluster where the grid's clusters are all resident "

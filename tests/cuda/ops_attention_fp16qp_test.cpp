@@ -1,9 +1,10 @@
 // The attention kernels under set_attention_fp16_qp (DEEPINFER_CUDA_ATTENTION_FP16_QP): queries
 // and probabilities as one fp16 operand each (two MMAs a product); and the wgmma indexer under
-// set_indexer_fp16_q (DEEPINFER_CUDA_INDEXER_FP16_Q): its queries so. The results stay within
-// fp16 rounding of the CPU's, differ from the three-MMA ones (the switch took), and keep the bits
-// every kernel and call size gives a row: wgmma == mma.sync, a prefill call's rows == the same
-// rows called alone (decode-sized grids), the indexer's decode rows == its prefill rows.
+// set_indexer_fp16_q / set_indexer_fp16_k (DEEPINFER_CUDA_INDEXER_FP16_Q / _K): its queries, its
+// keys or both so. The results stay within fp16 rounding of the CPU's, differ from the split
+// operands' (the switch took), and keep the bits every kernel and call size gives a row: wgmma ==
+// mma.sync, a prefill call's rows == the same rows called alone (decode-sized grids), the
+// indexer's decode rows == its prefill rows.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -25,6 +26,7 @@ class AttnFp16Qp : public CudaVsCpu {
   void TearDown() override {
     cuda::set_attention_fp16_qp(false);
     cuda::set_indexer_fp16_q(false);
+    cuda::set_indexer_fp16_k(false);
     cuda::set_attention_split_keys(cuda::kAttentionSplitKeys);
   }
 };
@@ -124,10 +126,11 @@ TEST_F(AttnFp16Qp, PrefillRowsAreTheRowsCalledAlone) {
   }
 }
 
-// The indexer's scores under fp16 queries: within fp16 rounding of the CPU's (relative to the
-// scores' scale), bitwise different from the split queries' (prefill and decode kernels alike),
-// and decode rows (each its own keys) bitwise the prefill call's rows.
-TEST_F(AttnFp16Qp, IndexerFp16QueriesMatchCpuAndKeepDecodeRowsThePrefillRows) {
+// The indexer's scores under fp16 queries, fp16 keys and both (one plain fp16 MMA): within fp16
+// rounding of the CPU's (relative to the scores' scale), bitwise different from the split
+// operands' and from each other (each switch took, alone and together; prefill and decode kernels
+// alike), and decode rows (each its own keys) bitwise the prefill call's rows.
+TEST_F(AttnFp16Qp, IndexerFp16OperandsMatchCpuAndKeepDecodeRowsThePrefillRows) {
   SEED_TRACE();
   if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
   for (auto [nh, d, E] : kIndexerRowShapes) {
@@ -140,22 +143,29 @@ TEST_F(AttnFp16Qp, IndexerFp16QueriesMatchCpuAndKeepDecodeRowsThePrefillRows) {
     const Tensor dq = to_dev(*gpu, c.q), dk = to_dev(*gpu, c.k), dw = to_dev(*gpu, c.w);
     const Tensor dvis = to_dev(*gpu, c.vis);
     const auto segs = IndexerRows::one_row_segments(dk);
-    Tensor prefill[2], decode[2];
-    for (int fp16 = 0; fp16 < 2; ++fp16) {
-      cuda::set_indexer_fp16_q(fp16 == 1);
+    // v: bit 0 fp16 queries, bit 1 fp16 keys.
+    Tensor prefill[4], decode[4];
+    for (int v = 0; v < 4; ++v) {
+      cuda::set_indexer_fp16_q(v & 1);
+      cuda::set_indexer_fp16_k(v & 2);
       Tensor p = dev_poisoned(*gpu, {M, E}), b = dev_poisoned(*gpu, {M, E});
       gpu->indexer_scores(dq, dk, dw, 0.3f, dvis, p);
       gpu->indexer_scores_batch(dq, segs, dw, 0.3f, dvis, b);
-      prefill[fp16] = to_host(*gpu, p);
-      decode[fp16] = to_host(*gpu, b);
+      prefill[v] = to_host(*gpu, p);
+      decode[v] = to_host(*gpu, b);
     }
     EXPECT_LE(rel_err(prefill[0], ref), kTolF32);
-    EXPECT_LE(rel_err(prefill[1], ref), kTolFp16Qp);
-    EXPECT_EQ(floats_differing(prefill[1], decode[1]), 0);
-    // Every finite score moved (-inf past visible stays), in both kernels.
+    // Every finite score moves (-inf past visible stays), in both kernels, with each variant.
     const int64_t finite = finite_count(ref);
-    EXPECT_GT(floats_differing(prefill[0], prefill[1]), finite / 2);
-    EXPECT_GT(floats_differing(decode[0], decode[1]), finite / 2);
+    for (int v = 1; v < 4; ++v) {
+      SCOPED_TRACE(testing::Message() << "fp16 q " << (v & 1) << " k " << (v >> 1));
+      EXPECT_LE(rel_err(prefill[v], ref), kTolFp16Qp);
+      EXPECT_EQ(floats_differing(prefill[v], decode[v]), 0);
+      for (int u = 0; u < v; ++u) {
+        EXPECT_GT(floats_differing(prefill[u], prefill[v]), finite / 2) << "against " << u;
+        EXPECT_GT(floats_differing(decode[u], decode[v]), finite / 2) << "against " << u;
+      }
+    }
   }
 }
 

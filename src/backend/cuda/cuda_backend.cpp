@@ -237,6 +237,7 @@ CudaBackend::CudaBackend(int device)
   set_attention_split_keys(env::get_int("DEEPINFER_ATTENTION_SPLIT_KEYS"));
   set_attention_fp16_qp(env::get_bool("DEEPINFER_CUDA_ATTENTION_FP16_QP"));
   set_indexer_fp16_q(env::get_bool("DEEPINFER_CUDA_INDEXER_FP16_Q"));
+  set_indexer_fp16_k(env::get_bool("DEEPINFER_CUDA_INDEXER_FP16_K"));
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");
   hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
   down_combine_ = env::get_bool("DEEPINFER_CUDA_DOWN_COMBINE");

@@ -266,6 +266,12 @@ bool indexer_wgmma_supported(int64_t nh, int64_t d);
 // (the same bits).
 void set_indexer_fp16_q(bool on);
 bool indexer_fp16_q();
+// Whether it takes its keys as one fp16 operand (hi * lo dropped; no lo halves made or staged):
+// DEEPINFER_CUDA_INDEXER_FP16_K, off by default (not yet measured on the GPU; the CPU emulation:
+// docs/perf.md). With set_indexer_fp16_q, one plain fp16 MMA a product. Prefill and decode rows
+// drop the same product (the same bits).
+void set_indexer_fp16_k(bool on);
+bool indexer_fp16_k();
 cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int64_t nh, int64_t d,
                                  int64_t E, const float* w, float scale, const int32_t* visible,
                                  uint16_t* k_halves, float* scores, int sms, int32_t* err,

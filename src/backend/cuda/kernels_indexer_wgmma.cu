@@ -11,8 +11,10 @@
 // Precision: q and k are split into fp16 hi + lo (half_split.cuh) and each product takes three
 // MMAs, as in the attention kernel: the top-k after this is a discrete choice, and one fp16
 // operand (10 bits) flips near ties. The head sum's order differs from the CPU's (fp32 either way).
-// Under set_indexer_fp16_q, q is its hi half alone (the lo * hi product dropped): the CPU
-// emulation of it moved no top-k choice of the golden fixtures (docs/perf.md).
+// Under set_indexer_fp16_q, q is its hi half alone (the lo * hi product dropped); under
+// set_indexer_fp16_k, k is (the hi * lo product dropped, and no key lo halves are made or
+// staged); both: one plain fp16 MMA. The CPU emulation of either moved no top-k choice of the
+// golden fixtures under the GPU's other roundings (docs/perf.md).
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
@@ -50,16 +52,21 @@ struct IndexerArgs {
   float* scores;  // [M, E]; per-row mode: [R, E] (E = N, the widest row)
   int32_t* err;
   const IndexerRow* rows = nullptr;  // per-row mode: blockIdx.x's row and its fp32 keys
-  bool split_q = true;               // q as hi + lo (three MMAs a product); else hi (two)
+  bool split_q = true;               // q as hi + lo; else hi alone (no lo * hi product)
+  bool split_k = true;               // k as hi + lo; else hi alone (no hi * lo product, no k_lo)
 };
 
-// k's n4 float4 as fp16 halves, hi and lo in two arrays (grid-stride over blockIdx.x).
+// k's n4 float4 as fp16 halves, hi and lo in two arrays (grid-stride over blockIdx.x); without
+// lo, the hi halves alone.
 __device__ __forceinline__ void keys_hi_lo(const float* k, int64_t n4, uint16_t* hi, uint16_t* lo) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float4 v = __ldg(reinterpret_cast<const float4*>(k) + i);
     const float x[4] = {v.x, v.y, v.z, v.w};
-    store_hi_lo(hi + 4 * i, lo + 4 * i, x);
+    if (lo)
+      store_hi_lo(hi + 4 * i, lo + 4 * i, x);
+    else
+      store_hi(hi + 4 * i, x);
   }
 }
 
@@ -128,6 +135,7 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
 #pragma unroll
     for (int u = 0; u < kChunks / NT; ++u) {
       const int i = u * NT + tid, hl = i / (kTileE * kRowChunks), r = (i / kRowChunks) % kTileE;
+      if (hl == 1 && !g.split_k) break;  // the lo halves (the same u for every thread): unread
       const int c = i % kRowChunks, kd = c / 8, lc = c % 8;
       const int64_t e = e0 + r;
       const uint16_t* src = (hl ? k_lo : k_hi) + (e < E ? e : 0) * g.d + c * 8;
@@ -159,8 +167,13 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
       const float xa[4] = {a.x, a.y, a.z, a.w}, xb[4] = {b.x, b.y, b.z, b.w};
       unsigned char* hi = ks + kd * kKSub + r * 128 + ((lc ^ (r & 7)) * 16);
       unsigned char* lo = hi + kMaxKd * kKSub;
-      store_hi_lo(hi, lo, xa);
-      store_hi_lo(hi + 8, lo + 8, xb);
+      if (g.split_k) {
+        store_hi_lo(hi, lo, xa);
+        store_hi_lo(hi + 8, lo + 8, xb);
+      } else {
+        store_hi(hi, xa);
+        store_hi(hi + 8, xb);
+      }
     }
   };
 
@@ -221,7 +234,8 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
       for (int kk = 0; kk < 4; ++kk) {
         const uint32_t qo = qa + kd * kQSub + kk * 32, ko = st + kd * kKSub + kk * 32;
         wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko), kd + kk > 0);
-        wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko + kMaxKd * kKSub), 1);
+        if (g.split_k)
+          wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko + kMaxKd * kKSub), 1);
         if (g.split_q)
           wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo + kMaxKd * kQSub), wgmma_desc_sw128(ko), 1);
       }
@@ -297,10 +311,11 @@ IndexerArgs indexer_args(const float* q, const uint16_t* k_hi, const uint16_t* k
                 scores,
                 err};
   a.split_q = !indexer_fp16_q();
+  a.split_k = !indexer_fp16_k();
   return a;
 }
 
-bool fp16_q = false;  // set_indexer_fp16_q
+bool fp16_q = false, fp16_k = false;  // set_indexer_fp16_q, set_indexer_fp16_k
 
 template <bool kPerRow>
 cudaError_t launch_scores(const IndexerArgs& a, dim3 grid, cudaStream_t stream) {
@@ -325,6 +340,14 @@ bool indexer_fp16_q() {
   return fp16_q;
 }
 
+void set_indexer_fp16_k(bool on) {
+  fp16_k = on;
+}
+
+bool indexer_fp16_k() {
+  return fp16_k;
+}
+
 bool indexer_wgmma_supported(int64_t nh, int64_t d) {
   return nh >= 1 && nh <= kHeads && (d == 64 || d == 128);
 }
@@ -336,7 +359,7 @@ cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int6
   if (M <= 0 || E <= 0) return cudaSuccess;
   if (!indexer_wgmma_supported(nh, d)) return cudaErrorInvalidValue;
   uint16_t* k_hi = k_halves;
-  uint16_t* k_lo = k_halves + E * d;
+  uint16_t* k_lo = indexer_fp16_k() ? nullptr : k_halves + E * d;
   const int64_t n4 = E * d / 4;
   const cudaError_t split =
       launch_kernel(keys_hi_lo_kernel, blocks_for(n4, 256), 256, 0, stream, k, n4, k_hi, k_lo);
