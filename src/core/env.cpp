@@ -36,25 +36,29 @@ constexpr VarSpec kVars[] = {
      "fold together in order, in one block per head group when the batch fills the device, "
      "else over several blocks and a merge kernel (the same bits either way). Chosen per "
      "sequence (a sequence's bits do not depend on its batch). For tuning."},
-    {"DEEPINFER_CUDA_ATTENTION_FP16_QP", VarType::kBool, "0",
+    {"DEEPINFER_CUDA_ATTENTION_FP16_QP", VarType::kBool, "1",
      "CUDA backend: every attention kernel takes the queries and the softmax probabilities as "
      "one fp16 operand each (hi * hi + hi * lo per product: two tensor-core MMAs instead of "
      "three; the keys and values stay split into fp16 hi + lo, about 21 bits). Every kernel "
      "drops the same product, so prefill rows stay bitwise decode rows and batches stay "
-     "invariant; numbers move by fp16 rounding of Q and P. Experimental, for A/Bs of speed "
-     "and accuracy (docs/perf.md)."},
-    {"DEEPINFER_CUDA_INDEXER_FP16_Q", VarType::kBool, "0",
+     "invariant. 0: Q and P split too (three MMAs, ~fp32 scores; prefill ~4% slower on the "
+     "H200, docs/perf.md)."},
+    {"DEEPINFER_CUDA_ATTENTION_ONEPASS", VarType::kBool, "1",
+     "CUDA backend: prefill-sized attention calls with fp16 Q and P "
+     "(DEEPINFER_CUDA_ATTENTION_FP16_QP) run the one-pass wgmma kernel: Q resident in shared "
+     "memory for its row and each key read from L2 once; 0 runs the streaming kernel (Q once "
+     "per 128 keys, each key twice). The same bits either way. For comparison and debugging."},
+    {"DEEPINFER_CUDA_INDEXER_FP16_Q", VarType::kBool, "1",
      "CUDA backend: the lightning indexer's wgmma kernel takes its queries as one fp16 operand "
-     "(hi * hi + hi * lo per product: two tensor-core MMAs instead of three; the keys stay "
-     "split into fp16 hi + lo). Prefill and decode rows drop the same product (the same bits); "
-     "scores move by fp16 rounding of q, which can flip near-tie top-k choices. Experimental, "
-     "for A/Bs of speed and accuracy (docs/perf.md)."},
-    {"DEEPINFER_CUDA_INDEXER_FP16_K", VarType::kBool, "0",
+     "(the lo * hi product dropped; DeepSeek's own indexer quantises q and k to FP8). Prefill "
+     "and decode rows drop the same product (the same bits). 0: q split into fp16 hi + lo, "
+     "for comparison (docs/perf.md)."},
+    {"DEEPINFER_CUDA_INDEXER_FP16_K", VarType::kBool, "1",
      "CUDA backend: the lightning indexer's wgmma kernel takes its keys as one fp16 operand "
-     "(the hi * lo product dropped; no lo halves are made or staged, half the key bytes); with "
-     "DEEPINFER_CUDA_INDEXER_FP16_Q too, one plain fp16 MMA a product. Prefill and decode rows "
-     "drop the same product (the same bits); scores move by fp16 rounding of k, which can flip "
-     "near-tie top-k choices. Experimental, for A/Bs of speed and accuracy (docs/perf.md)."},
+     "(the hi * lo product dropped; no lo halves made or staged, half the key bytes); with "
+     "DEEPINFER_CUDA_INDEXER_FP16_Q, one plain fp16 MMA a product instead of three. Prefill "
+     "and decode rows drop the same product (the same bits). 0: k split, for comparison "
+     "(docs/perf.md)."},
     {"DEEPINFER_CUDA_CLUSTER_SPLIT", VarType::kBool, "1",
      "CUDA backend: a decode product whose K is split into 2-8 segments runs each output "
      "tile's segments as one thread block cluster where the grid's clusters are all resident "

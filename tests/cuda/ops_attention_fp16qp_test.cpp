@@ -22,13 +22,19 @@ constexpr double kTolFp16Qp = 2e-3;
 
 class AttnFp16Qp : public CudaVsCpu {
  protected:
-  // The process-wide switches back to their defaults, whatever a test left them at.
-  void TearDown() override {
-    cuda::set_attention_fp16_qp(false);
-    cuda::set_indexer_fp16_q(false);
-    cuda::set_indexer_fp16_k(false);
-    cuda::set_attention_split_keys(cuda::kAttentionSplitKeys);
+  void SetUp() override {
+    CudaVsCpu::SetUp();
+    switches_ = OperandSwitches{};  // as the backend's environment set them
   }
+  // The process-wide switches back to what the test found, whatever it left them at.
+  void TearDown() override {
+    switches_.restore();
+    cuda::set_attention_split_keys(cuda::kAttentionSplitKeys);
+    cuda::set_attention_onepass(true);
+  }
+
+ private:
+  OperandSwitches switches_;
 };
 
 TEST_F(AttnFp16Qp, MatchesCpuToFp16RoundingAndDiffersFromSplitOperands) {
@@ -85,6 +91,13 @@ TEST_F(AttnFp16Qp, WgmmaIsTheMmaSyncKernel) {
   const Tensor a = to_host(*gpu, out[0]), b = to_host(*gpu, out[1]);
   EXPECT_EQ(floats_differing(a, b), 0) << "of " << a.numel() << " fp32 outputs";
   EXPECT_EQ(finite_count(b), b.numel());
+  // The streaming wgmma kernel (each key staged twice, Q per super-chunk) gives the one-pass
+  // kernel's bits.
+  cuda::set_attention_onepass(false);
+  Tensor streamed = dev_poisoned(*gpu, {w.M, w.H, w.hd});
+  gpu->attention_batch(w.q, w.segs, w.window, w.sinks, w.scale, streamed);
+  EXPECT_EQ(floats_differing(to_host(*gpu, streamed), b), 0) << "streaming kernel";
+  cuda::set_attention_onepass(true);
   // And the switch took in the wgmma kernel too.
   cuda::set_attention_fp16_qp(false);
   Tensor split = dev_poisoned(*gpu, {w.M, w.H, w.hd});

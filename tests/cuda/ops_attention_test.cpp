@@ -1,5 +1,7 @@
 // CUDA vs CPU: window_pool, attention (window only, comp_idx with -1 / duplicates, comp_visible),
-// indexer_scores and topk (ties -> lower index, -inf -> -1).
+// indexer_scores and topk (ties -> lower index, -inf -> -1). These hold the attention and the
+// indexer with every operand split into fp16 hi + lo (~fp32 products) to the CPU at fp32-sized
+// tolerances; their fp16-operand defaults are ops_attention_fp16qp_test.cpp's.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,7 +15,18 @@
 namespace deepinfer::cudatest {
 namespace {
 
-using Attn = CudaVsCpu;
+// Every operand split (the fp16 switches off), whatever the environment's defaults.
+class Attn : public CudaVsCpu {
+ protected:
+  void SetUp() override {
+    CudaVsCpu::SetUp();
+    if (!IsSkipped()) switches_.set(false, false, false);
+  }
+  void TearDown() override { switches_.restore(); }
+
+ private:
+  OperandSwitches switches_;
+};
 
 TEST_F(Attn, WindowPoolMatchesCpu) {
   SEED_TRACE();
@@ -492,8 +505,10 @@ TEST_F(Attn, AttentionDerotatedIsAttentionThenInverseRope) {
   }
 }
 
-// Prefill-sized calls (WgmmaBatch) on Hopper's wgmma kernel give bitwise what the mma.sync
-// kernel gives; fp32 out, and de-rotated into bf16. Skips where the device has no wgmma.
+// Prefill-sized calls (WgmmaBatch) on Hopper's wgmma kernels give bitwise what the mma.sync
+// kernel gives; fp32 out, and de-rotated into bf16; with every operand split (the streaming
+// kernel) and with Q and P in fp16 (set_attention_fp16_qp: the one-pass kernel, persistent
+// blocks of several rows each). Skips where the device has no wgmma.
 TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
   SEED_TRACE();
   if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
@@ -503,29 +518,34 @@ TEST_F(Attn, AttentionWgmmaIsTheMmaSyncKernel) {
   const int sms = cuda::list_devices().at(0).multiprocessors;
   ASSERT_EQ(2, cuda::attention_groups_per_block(M, H, sms));
   ASSERT_EQ(1, cuda::attention_splits(150, H, w.window + 512, sms));
-  Tensor out[2], out16[2];
-  for (int on = 0; on < 2; ++on) {
-    ASSERT_EQ(set_cuda_wgmma(*gpu, on == 1), on == 1);
-    const int64_t calls = cuda_wgmma_attention_calls(*gpu);
-    out[on] = dev_poisoned(*gpu, {M, H, hd});
-    gpu->attention_batch(w.q, w.segs, w.window, w.sinks, w.scale, out[on]);
-    out16[on] = bf16_poisoned(*gpu, {M, H, hd});
-    gpu->attention_batch_derotated(w.q, w.segs, w.window, w.sinks, w.scale, w.pos, w.freq,
-                                   out16[on]);
-    // Both calls took the kernel the setting names (else the comparison below proves nothing).
-    EXPECT_EQ(cuda_wgmma_attention_calls(*gpu) - calls, on ? 2 : 0) << "wgmma " << on;
+  for (const bool fp16_qp : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "fp16 Q and P " << fp16_qp);
+    cuda::set_attention_fp16_qp(fp16_qp);
+    Tensor out[2], out16[2];
+    for (int on = 0; on < 2; ++on) {
+      ASSERT_EQ(set_cuda_wgmma(*gpu, on == 1), on == 1);
+      const int64_t calls = cuda_wgmma_attention_calls(*gpu);
+      out[on] = dev_poisoned(*gpu, {M, H, hd});
+      gpu->attention_batch(w.q, w.segs, w.window, w.sinks, w.scale, out[on]);
+      out16[on] = bf16_poisoned(*gpu, {M, H, hd});
+      gpu->attention_batch_derotated(w.q, w.segs, w.window, w.sinks, w.scale, w.pos, w.freq,
+                                     out16[on]);
+      // Both calls took the kernel the setting names (else the comparison below proves nothing).
+      EXPECT_EQ(cuda_wgmma_attention_calls(*gpu) - calls, on ? 2 : 0) << "wgmma " << on;
+    }
+    set_cuda_wgmma(*gpu, true);
+    const Tensor a = to_host(*gpu, out[0]), b = to_host(*gpu, out[1]);
+    EXPECT_EQ(floats_differing(a, b), 0) << "of " << a.numel() << " fp32 outputs";
+    EXPECT_EQ(finite_count(b), a.numel());
+    EXPECT_TRUE(same_bytes(*gpu, out16[0], out16[1])) << "bf16 de-rotated";
   }
-  set_cuda_wgmma(*gpu, true);
-  const Tensor a = to_host(*gpu, out[0]), b = to_host(*gpu, out[1]);
-  EXPECT_EQ(floats_differing(a, b), 0) << "of " << a.numel() << " fp32 outputs";
-  EXPECT_EQ(finite_count(b), a.numel());
-  EXPECT_TRUE(same_bytes(*gpu, out16[0], out16[1])) << "bf16 de-rotated";
 }
 
 // attention_batch_raw_q is bitwise rms_norm_rope then attention_batch_derotated: on the wgmma
 // kernel, whose query halves are made normalised and rotated (counted), on the mma.sync
 // kernel and for decode-sized rows (the queries normalised into a copy first), fp32 and bf16
-// out. Queries of a wide range of scales, so that a wrong per-head factor cannot hide.
+// out, with every operand split and with Q and P in fp16. Queries of a wide range of scales, so
+// that a wrong per-head factor cannot hide.
 TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {
   SEED_TRACE();
   Rng rng;
@@ -542,29 +562,34 @@ TEST_F(Attn, RawQueriesAreNormRopeThenAttention) {
   const Tensor small_kv = to_dev(*gpu, rand_host(rng, {40, hd}));
   const std::vector<Backend::AttentionSegment> small{
       {0, 3, small_kv.view(), TensorView(), TensorView(), TensorView()}};
-  for (int on = 0; on < 2; ++on) {
-    if (set_cuda_wgmma(*gpu, on == 1) != (on == 1)) continue;
-    for (DType dt : {DType::kF32, DType::kBF16})
-      for (int decode = 0; decode < 2; ++decode) {
-        SCOPED_TRACE(testing::Message()
-                     << "wgmma " << on << " bf16 " << (dt == DType::kBF16) << " decode " << decode);
-        const int64_t rows = decode ? 3 : M;
-        const TensorView q = w.q.view().slice_rows(0, rows), pos = w.pos.view().slice_rows(0, rows);
-        const auto& segs = decode ? small : w.segs;
-        auto out = [&] {
-          return dt == DType::kBF16 ? bf16_poisoned(*gpu, {rows, H, hd})
-                                    : dev_poisoned(*gpu, {rows, H, hd});
-        };
-        Tensor normed = dev_poisoned(*gpu, {rows, H, hd}), ref = out(), got = out();
-        gpu->rms_norm_rope(q, TensorView(), eps, pos, w.freq, normed);
-        gpu->attention_batch_derotated(normed, segs, w.window, w.sinks, w.scale, pos, w.freq, ref);
-        EXPECT_EQ(gpu->attention_normalises_raw_q(rows, H, hd, w.R), on && !decode);
-        const int64_t fused = cuda_fused_q_norm_attention_calls(*gpu);
-        gpu->attention_batch_raw_q(q, segs, w.window, w.sinks, w.scale, eps, pos, w.freq, got);
-        EXPECT_EQ(cuda_fused_q_norm_attention_calls(*gpu) - fused, on && !decode ? 1 : 0);
-        EXPECT_TRUE(same_bytes(*gpu, ref, got));
-      }
-  }
+  for (const bool fp16_qp : {false, true})
+    for (int on = 0; on < 2; ++on) {
+      cuda::set_attention_fp16_qp(fp16_qp);
+      if (set_cuda_wgmma(*gpu, on == 1) != (on == 1)) continue;
+      for (DType dt : {DType::kF32, DType::kBF16})
+        for (int decode = 0; decode < 2; ++decode) {
+          SCOPED_TRACE(testing::Message()
+                       << "fp16 Q and P " << fp16_qp << " wgmma " << on << " bf16 "
+                       << (dt == DType::kBF16) << " decode " << decode);
+          const int64_t rows = decode ? 3 : M;
+          const TensorView q = w.q.view().slice_rows(0, rows),
+                           pos = w.pos.view().slice_rows(0, rows);
+          const auto& segs = decode ? small : w.segs;
+          auto out = [&] {
+            return dt == DType::kBF16 ? bf16_poisoned(*gpu, {rows, H, hd})
+                                      : dev_poisoned(*gpu, {rows, H, hd});
+          };
+          Tensor normed = dev_poisoned(*gpu, {rows, H, hd}), ref = out(), got = out();
+          gpu->rms_norm_rope(q, TensorView(), eps, pos, w.freq, normed);
+          gpu->attention_batch_derotated(normed, segs, w.window, w.sinks, w.scale, pos, w.freq,
+                                         ref);
+          EXPECT_EQ(gpu->attention_normalises_raw_q(rows, H, hd, w.R), on && !decode);
+          const int64_t fused = cuda_fused_q_norm_attention_calls(*gpu);
+          gpu->attention_batch_raw_q(q, segs, w.window, w.sinks, w.scale, eps, pos, w.freq, got);
+          EXPECT_EQ(cuda_fused_q_norm_attention_calls(*gpu) - fused, on && !decode ? 1 : 0);
+          EXPECT_TRUE(same_bytes(*gpu, ref, got));
+        }
+    }
   set_cuda_wgmma(*gpu, true);
 }
 

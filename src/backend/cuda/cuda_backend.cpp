@@ -236,6 +236,7 @@ CudaBackend::CudaBackend(int device)
   set_attention_pair_blocks(env::get_int("DEEPINFER_ATTENTION_PAIR_BLOCKS"));
   set_attention_split_keys(env::get_int("DEEPINFER_ATTENTION_SPLIT_KEYS"));
   set_attention_fp16_qp(env::get_bool("DEEPINFER_CUDA_ATTENTION_FP16_QP"));
+  set_attention_onepass(env::get_bool("DEEPINFER_CUDA_ATTENTION_ONEPASS"));
   set_indexer_fp16_q(env::get_bool("DEEPINFER_CUDA_INDEXER_FP16_Q"));
   set_indexer_fp16_k(env::get_bool("DEEPINFER_CUDA_INDEXER_FP16_K"));
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");

@@ -186,11 +186,16 @@ inline constexpr int64_t kAttentionPairBlocksPerSm = 1;
 void set_attention_pair_blocks(int64_t per_sm);
 // Whether every attention kernel takes the queries and the softmax probabilities (the A operands
 // of Q K^T and P V) as one fp16 operand each: hi*hi + hi*lo per product, two MMAs instead of
-// three, the keys and values still split (DEEPINFER_CUDA_ATTENTION_FP16_QP; off by default: on
-// the H200 prefill 1-4% faster, tiny-b's golden error 2.95e-2 of its 3e-2 bound, docs/perf.md).
+// three, the keys and values still split (DEEPINFER_CUDA_ATTENTION_FP16_QP, on by default: on
+// the H200 prefill ~4% faster, the golden fixtures within their bound, docs/perf.md).
 // All kernels drop the same product, so a row's bits stay the same in any kernel and batch.
 void set_attention_fp16_qp(bool on);
 bool attention_fp16_qp();
+// Whether prefill-sized calls under set_attention_fp16_qp take the one-pass wgmma kernel (Q
+// resident, each key read from L2 once: kernels_attention_wgmma_onepass.cu) rather than the
+// streaming one (DEEPINFER_CUDA_ATTENTION_ONEPASS, on). The same bits either way.
+void set_attention_onepass(bool on);
+bool attention_onepass();
 // Warps per quarter of the head dim in a launch's blocks (quarter_warps of launch_attention): 2
 // for one-group blocks of head dims past 64 whose grid fits one wave (a block per SM, bound by its
 // warps' instruction latency: decode at small batches), splitting the chunk's keys and the
@@ -260,16 +265,13 @@ cudaError_t launch_indexer_rows(const float* q, int64_t nh, int64_t d, const flo
 // another head-sum order), for the shapes indexer_wgmma_supported() takes; q, k and w 16-byte
 // aligned. k_halves: scratch for the keys' fp16 hi and lo, 2 * E * d halves.
 bool indexer_wgmma_supported(int64_t nh, int64_t d);
-// Whether the wgmma indexer takes its queries as one fp16 operand (hi * hi + hi * lo per product,
-// two MMAs instead of three; the keys stay split): DEEPINFER_CUDA_INDEXER_FP16_Q, off by default
-// (on the H200 prefill 0-1% faster, docs/perf.md). Prefill and decode rows drop the same product
-// (the same bits).
+// Whether the wgmma indexer takes its queries / its keys as one fp16 operand each (the lo * hi /
+// hi * lo product dropped; without k's, no key lo halves are made or staged; both: one plain fp16
+// MMA a product instead of three): DEEPINFER_CUDA_INDEXER_FP16_Q / _K, on by default (on the
+// H200 prefill 65,536 tokens 4% faster, the golden fixtures bitwise those of split operands:
+// docs/perf.md). Prefill and decode rows drop the same products (the same bits).
 void set_indexer_fp16_q(bool on);
 bool indexer_fp16_q();
-// Whether it takes its keys as one fp16 operand (hi * lo dropped; no lo halves made or staged):
-// DEEPINFER_CUDA_INDEXER_FP16_K, off by default (not yet measured on the GPU; the CPU emulation:
-// docs/perf.md). With set_indexer_fp16_q, one plain fp16 MMA a product. Prefill and decode rows
-// drop the same product (the same bits).
 void set_indexer_fp16_k(bool on);
 bool indexer_fp16_k();
 cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int64_t nh, int64_t d,

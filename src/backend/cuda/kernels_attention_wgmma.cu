@@ -23,7 +23,7 @@
 // PrefillSizedCallsMatchSmallerCalls check it here). Q comes as halves made once per row by
 // attention_q_halves_kernel (normalised and rotated there for raw queries: rms_norm_rope's
 // values), so the producer only copies.
-#include "backend/cuda/attention_keys.cuh"
+#include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
@@ -36,14 +36,11 @@ namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kHd = 512;     // head dim (the only one taken)
-constexpr int kRows = 64;    // heads: the MMA's M
+constexpr int kHd = kWgHd, kRows = kWgRows, kChunk = kWgChunk;
 constexpr int kSuper = 128;  // keys per super-chunk, 64 per warpgroup in S
-constexpr int kChunk = 32;   // the mma.sync kernel's softmax chunk
 constexpr int kChunks = kSuper / kChunk;
 constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
-constexpr int kVKeys = 16;       // keys per PV stage (one k16 step)
-constexpr int kQNormRopeR = 32;  // raw queries: the rotated pairs, the last 64-dim slice (V4's)
+constexpr int kVKeys = 16;  // keys per PV stage (one k16 step)
 // Registers per thread after the split, within what the launch gives the block (168 a thread
 // of 384: setmaxnreg.inc waits for registers the block holds): the producer only computes
 // addresses.
@@ -68,29 +65,6 @@ constexpr int kOffSum = kOffMax + kChunks * kRows * 4;
 constexpr int kOffRope = kOffSum + kChunks * kRows * 4;
 constexpr int kOffBar = kOffRope + kHd * 4;
 constexpr size_t kSmemBytes = kOffBar + 2 * (kQSlots + kKvSlots) * 8 + 1024;  // + alignment
-
-struct WgmmaAttnParams {
-  const uint16_t* q;  // [M, 64, 2 * 512]: each head's hi halves, then its lo
-  const AttnRow* rows;
-  int64_t window;
-  const int32_t* list;
-  const int32_t* count;
-  int64_t Kmax;
-  const float* sinks;
-  float scale;
-  int32_t* err;
-  AttnOutput o;
-  bool split_a;  // Q and P as hi + lo (three MMAs a product); else hi alone (two)
-};
-
-// A ring of stage slots: use u of the ring lands in slot u % N, whose barriers' phase parity
-// for it is (u / N) % 2.
-template <int N>
-struct Ring {
-  int use = 0;
-  __device__ int slot() const { return use % N; }
-  __device__ uint32_t parity() const { return static_cast<uint32_t>((use / N) & 1); }
-};
 
 // The PV stages of a super-chunk starting at key kb: two per 32-key chunk holding keys (later
 // chunks would add exact zeros).
@@ -423,27 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
     release();
   }
 
-  // Rows r0, r0 + 8 = heads; dims 256 wg + 8 j + 2 tq (+ 1).
-  const int rot_first = derotate ? static_cast<int>(kHd - 2 * p.o.rope_R) : kHd;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int h = r0 + 8 * r;
-    const float sink = p.sinks[h], mx = fmaxf(run_max[r], sink);
-    const float w = run_max[r] == neg_inf() ? 0.f : expf(run_max[r] - mx);
-    const float den = run_sum[r] * w + expf(sink - mx);
-    const float mul = w / den;
-    const int64_t at = (m * kRows + h) * kHd;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int d = 256 * wg + 8 * j + 2 * tq;
-      float v0 = o[4 * j + 2 * r] * mul, v1 = o[4 * j + 2 * r + 1] * mul;
-      if (d >= rot_first) {
-        const int i = (d - rot_first) / 2;
-        rotate_by(v0, v1, rope_cs[i], rope_cs[p.o.rope_R + i]);
-      }
-      store_out_pair(p.o, at, d, v0, v1);
-    }
-  }
+  store_wgmma_rows(p, m, wg, r0, tq, o, run_max, run_sum, rope_cs);
 #else
   __trap();  // launched only on sm_90a devices (wgmma_available)
 #endif
@@ -477,14 +431,24 @@ __global__ void __launch_bounds__(kHd / 4)
     store_hi(out + r * 2 * kHd + i, x);
 }
 
+bool onepass = true;  // DEEPINFER_CUDA_ATTENTION_ONEPASS's default
+
 }  // namespace
+
+void set_attention_onepass(bool on) {
+  onepass = on;
+}
+
+bool attention_onepass() {
+  return onepass;
+}
 
 bool attention_wgmma_supported(int64_t H, int64_t hd) {
   return H == kRows && hd == kHd;
 }
 
 bool attention_wgmma_norms_q(int64_t R) {
-  return R == kQNormRopeR;
+  return R == kWgQNormRopeR;
 }
 
 cudaError_t launch_attention_q_halves(const float* q, int64_t M, const float* q_eps,
@@ -511,8 +475,9 @@ cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const At
       (reinterpret_cast<uintptr_t>(q_halves) & 15) != 0 || out.rope_R < 0 || 2 * out.rope_R > kHd ||
       (out.rope_pos && (!out.rope_freq || out.rope_R == 0)))
     return cudaErrorInvalidValue;
-  const WgmmaAttnParams p{
-      q_halves, rows, window, list, count, Kmax, sinks, scale, err, out, !attention_fp16_qp()};
+  const WgmmaAttnParams p{q_halves, rows,  M,     window, list, count,
+                          Kmax,     sinks, scale, err,    out,  !attention_fp16_qp()};
+  if (!p.split_a && onepass) return launch_attention_wgmma_onepass(p, stream);
   static const cudaError_t attr =
       cudaFuncSetAttribute(attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmemBytes));

@@ -13,12 +13,14 @@
 // G = 2 (prefill: blocks enough) stages each key once for 32 heads, halving the L2 -> shared
 // traffic that bounds the kernel there; a head's arithmetic is the same for any G.
 //
-// Precision: every operand is split into two fp16 halves, x = hi + lo (lo = fp16(x - hi)), and
-// each product takes three mma (hi*hi + hi*lo + lo*hi), about 21 bits of mantissa: scores and
-// outputs as accurate as fp32 math to the softmax's needs. One fp16 operand alone (10 bits) was
-// enough to flip near-tie indexer and routing decisions downstream in the golden tests. q and
-// keys are RMS-normed, well inside fp16's range (values saturate rather than overflow). Under
-// set_attention_fp16_qp, Q and P (the A operands) are their hi halves alone: two mma a product.
+// Precision: the keys (= values, the B operands) are split into two fp16 halves, x = hi + lo
+// (lo = fp16(x - hi)), about 21 bits of mantissa; Q and P (the A operands) are one fp16 operand
+// each by default (set_attention_fp16_qp, DEEPINFER_CUDA_ATTENTION_FP16_QP): two mma a product,
+// hi*hi + hi*lo. Off, they are split too and each product takes three (+ lo*hi): scores and
+// outputs as accurate as fp32 math. Plain fp16 for every operand (one mma) was enough to flip
+// near-tie indexer and routing decisions downstream in the golden tests, and so were fp16 keys
+// with split queries in the CPU emulation of it (docs/perf.md); fp16 Q and P were not. q and
+// keys are RMS-normed, well inside fp16's range (values saturate rather than overflow).
 #include "backend/cuda/attention_keys.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
@@ -629,7 +631,7 @@ cudaError_t launch_nt(const AttnParams& p, int groups_per_block, int quarter_war
 // set_attention_fp16_qp).
 int64_t pair_blocks_per_sm = kAttentionPairBlocksPerSm;
 int64_t unit_keys = kAttentionSplitKeys;
-bool fp16_qp = false;
+bool fp16_qp = true;  // DEEPINFER_CUDA_ATTENTION_FP16_QP's default
 
 }  // namespace
 

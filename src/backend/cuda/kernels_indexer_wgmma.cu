@@ -8,13 +8,12 @@
 // (indexer_scores_batch: each row its own sequence's keys) run one warpgroup per block, one row
 // and a range of its entry tiles, splitting the fp32 keys themselves as they stage them (no one
 // else reads a row's keys, so a separate split pass would only add a launch and a round trip).
-// Precision: q and k are split into fp16 hi + lo (half_split.cuh) and each product takes three
-// MMAs, as in the attention kernel: the top-k after this is a discrete choice, and one fp16
-// operand (10 bits) flips near ties. The head sum's order differs from the CPU's (fp32 either way).
-// Under set_indexer_fp16_q, q is its hi half alone (the lo * hi product dropped); under
-// set_indexer_fp16_k, k is (the hi * lo product dropped, and no key lo halves are made or
-// staged); both: one plain fp16 MMA. The CPU emulation of either moved no top-k choice of the
-// golden fixtures under the GPU's other roundings (docs/perf.md).
+// Precision: q and k are plain fp16 by default, one MMA a product (set_indexer_fp16_q / _k,
+// DEEPINFER_CUDA_INDEXER_FP16_Q / _K; DeepSeek's own indexer quantises both to FP8): on the GPU
+// the golden fixtures' logits stayed bitwise those of split operands, and no key lo halves are
+// made or staged. Either switch off splits that operand into fp16 hi + lo (half_split.cuh) and
+// adds its product (lo * hi for q, hi * lo for k); both off, three MMAs, ~fp32 scores. The head
+// sum's order differs from the CPU's (fp32 either way).
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
@@ -315,7 +314,7 @@ IndexerArgs indexer_args(const float* q, const uint16_t* k_hi, const uint16_t* k
   return a;
 }
 
-bool fp16_q = false, fp16_k = false;  // set_indexer_fp16_q, set_indexer_fp16_k
+bool fp16_q = true, fp16_k = true;  // set_indexer_fp16_q / _k; the variables' defaults
 
 template <bool kPerRow>
 cudaError_t launch_scores(const IndexerArgs& a, dim3 grid, cudaStream_t stream) {

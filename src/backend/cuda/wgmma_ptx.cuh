@@ -1,7 +1,7 @@
 // Thin wrappers over Hopper's warpgroup MMA PTX (wgmma, sm_90a only; C++17, nvcc only): shared
 // memory matrix descriptors for the 128-byte swizzled K-major tiles the expert GEMM and the
 // indexer stage (and their MN-major reading, the attention's V), the m64n256k16 bf16 and
-// m64n{64,128,256}k16 fp16 MMAs with fp32 accumulation, and the fences and group waits around
+// m64n{32,64,128,256}k16 fp16 MMAs with fp32 accumulation, and the fences and group waits around
 // them. Outside sm_90a every wrapper compiles to nothing
 // (DI_HAVE_WGMMA is 0): callers check it.
 #pragma once
@@ -76,11 +76,13 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
 
 // The accumulators as asm operands (DI_ACC32 ...) and the register lists of the MMAs that
 // take them (DI_REGS32 ...: operands %0 up).
+#define DI_ACC16 DI_ACC8(0), DI_ACC8(8)
 #define DI_ACC32 DI_ACC8(0), DI_ACC8(8), DI_ACC8(16), DI_ACC8(24)
 #define DI_ACC64 DI_ACC32, DI_ACC8(32), DI_ACC8(40), DI_ACC8(48), DI_ACC8(56)
 #define DI_ACC128                                                                          \
   DI_ACC64, DI_ACC8(64), DI_ACC8(72), DI_ACC8(80), DI_ACC8(88), DI_ACC8(96), DI_ACC8(104), \
       DI_ACC8(112), DI_ACC8(120)
+#define DI_REGS16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define DI_REGS32                                                          \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, " \
@@ -142,6 +144,20 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint64_t a_d
 #endif
 }
 
+// d[64 x 32] += a[64 x 16] b[32 x 16]^T, fp16, both K-major; d as wgmma_m64n256k16_bf16's
+// over 4 column blocks.
+__device__ __forceinline__ void wgmma_m64n32k16_f16(float (&d)[16], uint64_t a_desc,
+                                                    uint64_t b_desc) {
+#if DI_HAVE_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {" DI_REGS16
+      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : DI_ACC16
+      : "l"(a_desc), "l"(b_desc), "r"(1));
+#endif
+}
+
 // d[64 x 256] += a[64 x 16] b, fp16, a K-major, b [16 x 256] MN-major (wgmma_desc_sw128_mn).
 __device__ __forceinline__ void wgmma_m64n256k16_f16_bmn(float (&d)[128], uint64_t a_desc,
                                                          uint64_t b_desc) {
@@ -158,9 +174,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_f16_bmn(float (&d)[128], uint64
 #undef DI_REGS128
 #undef DI_REGS64
 #undef DI_REGS32
+#undef DI_REGS16
 #undef DI_ACC128
 #undef DI_ACC64
 #undef DI_ACC32
+#undef DI_ACC16
 #undef DI_ACC8
 
 }  // namespace deepinfer::cuda

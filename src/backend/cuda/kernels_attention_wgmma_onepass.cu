@@ -1,0 +1,298 @@
+// The prefill attention on Hopper wgmma where Q and P are one fp16 operand each
+// (set_attention_fp16_qp, the default): the arithmetic of kernels_attention_wgmma.cu's kernel
+// under that switch, in the same order, so the same bits as the mma.sync kernel, with each key
+// read from L2 once instead of twice and Q once per row instead of once per 128 keys.
+//
+// Why: the streaming kernel stages a key's 2 KiB of fp16 hi / lo halves for the scores and again
+// for P V, and Q's 64 KiB for every 128 keys: 4.5 KiB through L2 a key, against 256 KiB of MMA
+// work a key (64 heads x 512 dims x 2 products x 2 MMAs), and L2 -> shared memory was what
+// bounded it (19.3 GB in 4.4 ms at 16k tokens, ncu). Here Q's hi halves stay in shared memory
+// for the row (64 KiB) and each 32-key chunk lands once (64 KiB: 8 slices of 64 dims, hi then
+// lo), serving the scores as the K-major B operand and P V as the MN-major one: 2 KiB a key.
+//
+// Roles: a producer warpgroup copies by cp.async (each copy completing on an mbarrier) Q, then
+// the chunks into a ring of two slots; two consumer warpgroups split the head dims: warpgroup w
+// takes quarters 2 w and 2 w + 1 of every score (m64n32k16: 64 heads x 32 keys) and dims
+// [256 w, 256 w + 256) of the output. The scores' quarters add in order ((q0 + q1) + q2) + q3 as
+// the mma.sync kernel adds them: warpgroup 0 leaves q0 + q1 in shared memory, warpgroup 1 adds
+// its two and runs the chunk's softmax (each of its threads holds 8 of a head's 32 keys, the
+// mma.sync kernel's fragment), writing P and the chunk's running max and sum; both rescale their
+// outputs and add P V (m64n256k16), then release the slot. Blocks are persistent (one per SM,
+// rows m = blockIdx.x + i * gridDim.x), so the producer loads the next row's Q and first chunks
+// while the consumers finish a row.
+#include "backend/cuda/attention_wgmma.cuh"
+#include "backend/cuda/half_split.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/tma_ptx.cuh"
+#include "backend/cuda/wgmma_ptx.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kHd = kWgHd, kRows = kWgRows, kKeys = kWgChunk;
+constexpr int kSlices = kHd / 64;  // 64-dim slices: a 128-byte row each
+constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
+constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+static_assert(kProducerRegs * kProducers + kConsumerRegs * kConsumers <=
+                  65536 / kThreads / 8 * 8 * kThreads,
+              "the block's registers");
+constexpr uint32_t kConsumerBar = 1;  // the consumers' named barrier (0 is __syncthreads')
+constexpr int kSlots = 2;
+// Shared memory, bytes; every MMA tile 1024-aligned; rows of 128 bytes with their 16-byte
+// chunks swizzled by the row (chunk c of row r at c ^ (r % 8)).
+constexpr int kQBytes = kSlices * kRows * 128;  // Q's hi halves by slice: 64 KiB
+constexpr int kSliceBytes = kKeys * 128;        // a slice of a chunk's keys: 4 KiB
+constexpr int kHalfBytes = kSlices * kSliceBytes;
+constexpr int kSlotBytes = 2 * kHalfBytes;  // hi, then lo: 64 KiB
+constexpr int kOffSlots = kQBytes;
+constexpr int kOffP = kOffSlots + kSlots * kSlotBytes;  // P: 64 rows of 128 bytes (32 keys used)
+constexpr int kOffPart = kOffP + kRows * 128;           // q0 + q1: 16 floats a consumer thread
+constexpr int kOffStat = kOffPart + 128 * 16 * 4;       // per head: the new running max, the sum
+constexpr int kOffRope = kOffStat + 2 * kRows * 4;
+constexpr int kOffBar = kOffRope + kHd * 4;
+constexpr size_t kSmemBytes = kOffBar + (2 + 2 * kSlots) * 8 + 1024;  // + alignment
+
+__global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAttnParams p) {
+  wait_for_prior_grid();
+#if DI_HAVE_WGMMA
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  const uint32_t sbase = smem_u32(smem);
+  float* stat_max = reinterpret_cast<float*>(smem + kOffStat);
+  float* stat_sum = stat_max + kRows;
+  float* rope_cs = reinterpret_cast<float*>(smem + kOffRope);
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(smem + kOffBar);
+  uint64_t* q_empty = q_full + 1;
+  uint64_t* kv_full = q_empty + 1;
+  uint64_t* kv_empty = kv_full + kSlots;
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    mbarrier_init(q_full, kProducers);  // every producer thread's copies
+    mbarrier_init(q_empty, 2);          // both consumer warpgroups, done with the row's scores
+    for (int s = 0; s < kSlots; ++s) {
+      mbarrier_init(&kv_full[s], kProducers);
+      mbarrier_init(&kv_empty[s], 2);
+    }
+  }
+  __syncthreads();
+
+  if (tid >= kConsumers) {
+    // Producer: per row, Q, then its chunks into the ring.
+    setmaxnreg_dec<kProducerRegs>();
+    const int t = tid - kConsumers;
+    const int c = t & 7, r8 = t >> 3;  // chunk c of rows r8 + 16 u
+    Ring<kSlots> kr;
+    Ring<1> qr;
+    for (int64_t m = blockIdx.x; m < p.M; m += gridDim.x) {
+      const KeySet keys =
+          key_set(m, kHd, p.rows[m], p.window, p.list, p.count, p.Kmax, t == 0, p.err);
+      const int64_t n = keys.nw + keys.nc;
+      // Q's hi halves, heads r8 + 16 u, every slice, once the last row's scores are done.
+      mbarrier_wait(q_empty, qr.parity() ^ 1);
+      const uint16_t* qrow = p.q + m * kRows * 2 * kHd;
+#pragma unroll
+      for (int s = 0; s < kSlices; ++s)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int h = r8 + 16 * u;
+          cp_async16(smem + s * (kRows * 128) + h * 128 + ((c ^ (h & 7)) << 4),
+                     qrow + h * 2 * kHd + s * 64 + c * 8, true);
+        }
+      cp_async_mbarrier_arrive(q_full);
+      ++qr.use;
+      // Keys r8 and r8 + 16 of each chunk: list entries a chunk ahead of their copies.
+      int32_t entry[2] = {r8 < n ? keys.entry(r8) : 0, r8 + 16 < n ? keys.entry(r8 + 16) : 0};
+      for (int64_t kb = 0; kb < n; kb += kKeys) {
+        const uint16_t* src[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int64_t key = kb + r8 + 16 * j;
+          src[j] = key < n ? keys.halves_at(key, entry[j]) : nullptr;
+          entry[j] = key + kKeys < n ? keys.entry(key + kKeys) : 0;
+        }
+        mbarrier_wait(&kv_empty[kr.slot()], kr.parity() ^ 1);
+        unsigned char* ks = smem + kOffSlots + kr.slot() * kSlotBytes;
+#pragma unroll
+        for (int hl = 0; hl < 2; ++hl)
+#pragma unroll
+          for (int s = 0; s < kSlices; ++s)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const int r = r8 + 16 * j;  // absent keys land as zeros (P V multiplies them by 0)
+              cp_async16(
+                  ks + hl * kHalfBytes + s * kSliceBytes + r * 128 + ((c ^ (r & 7)) << 4),
+                  src[j] ? static_cast<const void*>(src[j] + hl * kHd + s * 64 + c * 8) : p.q,
+                  src[j] != nullptr);
+            }
+        cp_async_mbarrier_arrive(&kv_full[kr.slot()]);
+        ++kr.use;
+      }
+    }
+    cp_async_wait_all();
+    return;
+  }
+
+  // Consumers.
+  setmaxnreg_inc<kConsumerRegs>();
+  const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int tq = lane & 3, r0 = warp * 16 + (lane >> 2);  // accumulator rows r0, r0 + 8
+  const bool leader = (tid & 127) == 0;                   // arrives for its warpgroup
+  float2* part = reinterpret_cast<float2*>(smem + kOffPart) + (tid & 127);  // [8][128]
+  Ring<kSlots> kr;
+  Ring<1> qr;
+  for (int64_t m = blockIdx.x; m < p.M; m += gridDim.x) {
+    const KeySet keys = key_set(m, kHd, p.rows[m], p.window, p.list, p.count, p.Kmax, false, p.err);
+    const int64_t n = keys.nw + keys.nc;
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    float run_max[2] = {neg_inf(), neg_inf()}, run_sum[2] = {0.f, 0.f};
+    mbarrier_wait(q_full, qr.parity());
+    for (int64_t kb = 0; kb < n; kb += kKeys) {
+      mbarrier_wait(&kv_full[kr.slot()], kr.parity());
+      fence_proxy_async_smem();  // the producer's cp.async writes, for wgmma's reads
+      const uint32_t ks = sbase + kOffSlots + kr.slot() * kSlotBytes;
+      // S: this warpgroup's two quarters of the 64 heads x 32 keys, each from 0 (hi * hi +
+      // hi * lo per k16 step, as the streaming kernel under the switch).
+      float a[2][16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) a[0][i] = a[1][i] = 0.f;
+      wgmma_fence();
+#pragma unroll
+      for (int qq = 0; qq < 2; ++qq)
+#pragma unroll
+        for (int sl = 0; sl < 2; ++sl) {
+          const int s = 4 * wg + 2 * qq + sl;
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const uint64_t qh = wgmma_desc_sw128(sbase + s * (kRows * 128) + k * 32);
+            const uint64_t kh = wgmma_desc_sw128(ks + s * kSliceBytes + k * 32);
+            const uint64_t kl = wgmma_desc_sw128(ks + kHalfBytes + s * kSliceBytes + k * 32);
+            wgmma_m64n32k16_f16(a[qq], qh, kh);
+            wgmma_m64n32k16_f16(a[qq], qh, kl);
+          }
+        }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(a[0]);
+      wgmma_fence_operands(a[1]);
+      const bool last = kb + kKeys >= n;
+      if (last && leader) mbarrier_arrive(q_empty);  // the row's Q is read
+      if (wg == 0) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          part[i * 128] = make_float2((0.f + a[0][2 * i]) + a[1][2 * i],
+                                      (0.f + a[0][2 * i + 1]) + a[1][2 * i + 1]);
+      }
+      named_barrier_sync(kConsumerBar, kConsumers);  // q0 + q1 in
+      if (wg == 1) {
+        float* s = a[0];  // the scores, in place: key kb + 8 j + 2 tq + e in s[4 j + 2 r + e]
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float2 prev = part[i * 128];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int k = 2 * i + e;
+            const int64_t key = kb + 8 * (k >> 2) + 2 * tq + e;
+            s[k] = key < n ? (((e ? prev.y : prev.x) + a[0][k]) + a[1][k]) * p.scale : neg_inf();
+          }
+        }
+        unsigned char* ps = smem + kOffP;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float* v = s + 2 * r;
+          float mx = fmaxf(fmaxf(v[0], v[1]), fmaxf(v[4], v[5]));
+          mx = fmaxf(mx, fmaxf(fmaxf(v[8], v[9]), fmaxf(v[12], v[13])));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float nmax = fmaxf(run_max[r], mx);
+          float sum = 0.f;
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int i = 2 * r; i < 2 * r + 2; ++i) {
+              float& x = s[4 * j + i];
+              x = nmax == neg_inf() ? 0.f : expf(x - nmax);
+              sum += x;
+            }
+          sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+          sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+          const int rr = r0 + 8 * r;
+          if (tq == 0) {
+            stat_max[rr] = nmax;
+            stat_sum[rr] = sum;
+          }
+          // P's fp16 (the A operand, K-major: head rr's keys in its 128-byte row).
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            *reinterpret_cast<uint32_t*>(ps + rr * 128 + ((j ^ (rr & 7)) << 4) + tq * 4) =
+                half2_bits(__floats2half2_rn(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        }
+        fence_proxy_async_smem();
+      }
+      named_barrier_sync(kConsumerBar, kConsumers);  // P and the chunk's max and sum in
+      // The online softmax's rescale, then P V over this warpgroup's 256 dims.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int rr = r0 + 8 * r;
+        const float nmax = stat_max[rr];
+        const float corr = run_max[r] == neg_inf() ? 0.f : expf(run_max[r] - nmax);
+        run_sum[r] = run_sum[r] * corr + stat_sum[rr];
+        run_max[r] = nmax;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+          o[4 * j + 2 * r] *= corr;
+          o[4 * j + 2 * r + 1] *= corr;
+        }
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const uint64_t ph = wgmma_desc_sw128(sbase + kOffP + k * 32);
+        const uint32_t va = ks + 4 * wg * kSliceBytes + k * 16 * 128;
+        wgmma_m64n256k16_f16_bmn(o, ph, wgmma_desc_sw128_mn(va, kSliceBytes, 1024));
+        wgmma_m64n256k16_f16_bmn(o, ph, wgmma_desc_sw128_mn(va + kHalfBytes, kSliceBytes, 1024));
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
+      if (leader) mbarrier_arrive(&kv_empty[kr.slot()]);
+      ++kr.use;
+    }
+    if (n == 0 && leader) mbarrier_arrive(q_empty);
+    ++qr.use;
+    // The de-rotation's table for this row (the last row's epilogue is past the barriers above
+    // or, for a row without keys, this one).
+    if (p.o.rope_pos) {
+      named_barrier_sync(kConsumerBar, kConsumers);
+      if (tid < p.o.rope_R) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
+      named_barrier_sync(kConsumerBar, kConsumers);
+    }
+    store_wgmma_rows(p, m, wg, r0, tq, o, run_max, run_sum, rope_cs);
+  }
+#else
+  __trap();  // launched only on sm_90a devices (wgmma_available)
+#endif
+}
+
+}  // namespace
+
+cudaError_t launch_attention_wgmma_onepass(const WgmmaAttnParams& p, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(attention_onepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmemBytes));
+  if (attr != cudaSuccess) return attr;
+  int device = 0, sms = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      e != cudaSuccess)
+    return e;
+  const int64_t blocks = p.M < sms ? p.M : sms;
+  return launch_kernel(attention_onepass_kernel, static_cast<unsigned>(blocks), kThreads,
+                       kSmemBytes, stream, p);
+}
+
+}  // namespace deepinfer::cuda
