@@ -73,6 +73,9 @@ __device__ __forceinline__ int pv_stages(int64_t n, int64_t kb) {
   return 2 * (left >= kSuper ? kChunks : static_cast<int>((left + kChunk - 1) / kChunk));
 }
 
+// kSplitA: p.split_a as a constant, so that each stage's wgmmas are one straight run (a branch
+// between them makes ptxas wait out every wgmma before the next, C7519).
+template <bool kSplitA>
 __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnParams p) {
   wait_for_prior_grid();
 #if DI_HAVE_WGMMA
@@ -127,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
 #pragma unroll
       for (int u = 0; u < kQSlot / 16 / kProducers; ++u) {
         const int hl = u >> 2, h = r8 + 16 * (u & 3);
-        if (hl == 1 && !p.split_a) break;  // the lo halves: no MMA reads them
+        if (hl == 1 && !kSplitA) break;  // the lo halves: no MMA reads them
         cp_async16(qs + hl * (kRows * 128) + h * 128 + ((c ^ (h & 7)) << 4),
                    qrow + h * 2 * kHd + hl * kHd + st * 64 + c * 8, true);
       }
@@ -252,6 +255,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
       mbarrier_wait(&kv_full[kr.slot()], kr.parity());
       fence_proxy_async_smem();  // the producer's cp.async writes, for wgmma's reads
       if (s_live) {
+        wgmma_fence_operands(acc);  // the partial sums' zeroing stays before the fence
         wgmma_fence();
         const uint32_t qa = sbase + qr.slot() * kQSlot;
         const uint32_t ka = sbase + kOffKv + kr.slot() * kKvSlot + wg * 64 * 128;
@@ -263,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
           const uint64_t kl = wgmma_desc_sw128(ka + kSuper * 128 + k * 32);
           wgmma_m64n64k16_f16(acc, qh, kh);
           wgmma_m64n64k16_f16(acc, qh, kl);
-          if (p.split_a) wgmma_m64n64k16_f16(acc, ql, kh);
+          if constexpr (kSplitA) wgmma_m64n64k16_f16(acc, ql, kh);
         }
         wgmma_commit();
         wgmma_wait<1>();  // the previous stage's products are done
@@ -344,7 +348,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
         const __half2 h = __floats2half2_rn(a, b);
         const float2 hf = __half22float2(h);
         *reinterpret_cast<uint32_t*>(ps + off) = half2_bits(h);
-        if (p.split_a)
+        if constexpr (kSplitA)
           *reinterpret_cast<uint32_t*>(ps + kPHalf + off) = pack_half2(a - hf.x, b - hf.y);
       }
     fence_proxy_async_smem();
@@ -374,6 +378,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
       }
       mbarrier_wait(&kv_full[kr.slot()], kr.parity());
       fence_proxy_async_smem();
+      wgmma_fence_operands(o);  // the rescale stays before the fence
       wgmma_fence();
       const uint32_t pa = sbase + kOffP + (v >> 2) * (kRows * 128) + (v & 3) * 32;
       const uint32_t va = sbase + kOffKv + kr.slot() * kKvSlot + 4 * wg * (kVKeys * 128);
@@ -382,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(WgmmaAttnP
       const uint64_t vl = wgmma_desc_sw128_mn(va + kVHalf, kVKeys * 128, 1024);
       wgmma_m64n256k16_f16_bmn(o, ph, vh);
       wgmma_m64n256k16_f16_bmn(o, ph, vl);
-      if (p.split_a) wgmma_m64n256k16_f16_bmn(o, pl, vh);
+      if constexpr (kSplitA) wgmma_m64n256k16_f16_bmn(o, pl, vh);
       wgmma_commit();
       if (v & 1) {
         wgmma_wait<1>();  // the chunk's first stage is done
@@ -478,12 +483,16 @@ cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const At
   const WgmmaAttnParams p{q_halves, rows,  M,     window, list, count,
                           Kmax,     sinks, scale, err,    out,  !attention_fp16_qp()};
   if (!p.split_a && onepass) return launch_attention_wgmma_onepass(p, stream);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSmemBytes));
-  if (attr != cudaSuccess) return attr;
-  return launch_kernel(attention_wgmma_kernel, static_cast<unsigned>(M), kThreads, kSmemBytes,
-                       stream, p);
+  auto* kernel = p.split_a ? attention_wgmma_kernel<true> : attention_wgmma_kernel<false>;
+  static const cudaError_t attr[2] = {
+      cudaFuncSetAttribute(attention_wgmma_kernel<false>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmemBytes)),
+      cudaFuncSetAttribute(attention_wgmma_kernel<true>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmemBytes))};
+  if (attr[p.split_a] != cudaSuccess) return attr[p.split_a];
+  return launch_kernel(kernel, static_cast<unsigned>(M), kThreads, kSmemBytes, stream, p);
 }
 
 }  // namespace deepinfer::cuda

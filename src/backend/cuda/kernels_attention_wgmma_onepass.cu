@@ -160,6 +160,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
       float a[2][16];
 #pragma unroll
       for (int i = 0; i < 16; ++i) a[0][i] = a[1][i] = 0.f;
+      // Accumulator writes stay before the fence (else ptxas serialises every wgmma, C7519).
+      wgmma_fence_operands(a[0]);
+      wgmma_fence_operands(a[1]);
       wgmma_fence();
 #pragma unroll
       for (int qq = 0; qq < 2; ++qq)
@@ -248,6 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
           o[4 * j + 2 * r + 1] *= corr;
         }
       }
+      wgmma_fence_operands(o);
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < 2; ++k) {

@@ -78,6 +78,30 @@ __global__ void keys_hi_lo_kernel(const float* k, int64_t n4, uint16_t* hi, uint
 // kPerRow: (row, entry range) with one warpgroup, the row's query and fp32 keys from g.rows: each
 // tile lands raw in the second stage's buffer and is split into the first's, where the MMAs read
 // it, while the next raw tile loads.
+// A key tile's scores for the warpgroup's query: s[64 heads x 128 entries] = q k^T over KD
+// 64-dim slices, hi * hi (+ hi * lo for split keys, + lo * hi for a split query) per k16 step.
+// One straight run of wgmmas per operand setting: a branch between them, or an accumulator
+// write after the fence, makes ptxas wait out every wgmma before the next (C7519).
+template <int KD, bool kSplitQ, bool kSplitK>
+__device__ __forceinline__ void tile_scores(float (&s)[64], uint32_t qa, uint32_t st) {
+  wgmma_fence_operands(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kd = 0; kd < KD; ++kd)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint32_t qo = qa + kd * kQSub + kk * 32, ko = st + kd * kKSub + kk * 32;
+      wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko), kd + kk > 0);
+      if constexpr (kSplitK)
+        wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko + kMaxKd * kKSub), 1);
+      if constexpr (kSplitQ)
+        wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo + kMaxKd * kQSub), wgmma_desc_sw128(ko), 1);
+    }
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(s);
+}
+
 template <int KD, bool kPerRow>
 __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_kernel(IndexerArgs g) {
   wait_for_prior_grid();
@@ -226,21 +250,11 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
         load_tile(t + 1);
     }
     const uint32_t st = sbase + kQueries * kQBytes + (kPerRow ? 0 : (t & 1) * kKStageBytes);
-    wgmma_fence();
-#pragma unroll
-    for (int kd = 0; kd < KD; ++kd)
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const uint32_t qo = qa + kd * kQSub + kk * 32, ko = st + kd * kKSub + kk * 32;
-        wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko), kd + kk > 0);
-        if (g.split_k)
-          wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo), wgmma_desc_sw128(ko + kMaxKd * kKSub), 1);
-        if (g.split_q)
-          wgmma_m64n128k16_f16(s, wgmma_desc_sw128(qo + kMaxKd * kQSub), wgmma_desc_sw128(ko), 1);
-      }
-    wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_fence_operands(s);
+    if (g.split_k)
+      g.split_q ? tile_scores<KD, true, true>(s, qa, st) : tile_scores<KD, false, true>(s, qa, st);
+    else
+      g.split_q ? tile_scores<KD, true, false>(s, qa, st)
+                : tile_scores<KD, false, false>(s, qa, st);
 
     // Column sums over this thread's two heads; s[4 j + {0, 1}] are head h0 at columns
     // 8 j + 2 tq + {0, 1}, s[4 j + {2, 3}] head h0 + 8.
