@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 P="--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790"
 step() {  # setting, bench arguments: the bench's result line
   env $1 "$B" bench $P "${@:2}" 2>&1 | tr '\r' '\n' | grep -E '^(prefill|decode/o) +[0-9]|rror' |
-    awk '{print}' | tr '\n' ';'
+    tr '\n' ';'
 }
 i=0
 for s in "$@"; do
