@@ -41,8 +41,8 @@ constexpr VarSpec kVars[] = {
      "one fp16 operand each (hi * hi + hi * lo per product: two tensor-core MMAs instead of "
      "three; the keys and values stay split into fp16 hi + lo, about 21 bits). Every kernel "
      "drops the same product, so prefill rows stay bitwise decode rows and batches stay "
-     "invariant. 0: Q and P split too (three MMAs, ~fp32 scores; prefill ~4% slower on the "
-     "H200, docs/perf.md)."},
+     "invariant. 0: Q and P split too (three MMAs, ~fp32 scores; prefill slower, "
+     "docs/perf.md)."},
     {"DEEPINFER_CUDA_ATTENTION_ONEPASS", VarType::kBool, "1",
      "CUDA backend: prefill-sized attention calls with fp16 Q and P "
      "(DEEPINFER_CUDA_ATTENTION_FP16_QP) run the one-pass wgmma kernel: Q resident in shared "
