@@ -187,7 +187,7 @@ void set_attention_pair_blocks(int64_t per_sm);
 // Whether every attention kernel takes the queries and the softmax probabilities (the A operands
 // of Q K^T and P V) as one fp16 operand each: hi*hi + hi*lo per product, two MMAs instead of
 // three, the keys and values still split (DEEPINFER_CUDA_ATTENTION_FP16_QP, on by default: with
-// the indexer's fp16 operands 14% off a 65,536-token prefill step on an H100, the golden
+// the indexer's fp16 operands 12% off a 65,536-token prefill step on an H100, the golden
 // fixtures within their bound, docs/perf.md).
 // All kernels drop the same product, so a row's bits stay the same in any kernel and batch.
 void set_attention_fp16_qp(bool on);
@@ -269,7 +269,7 @@ bool indexer_wgmma_supported(int64_t nh, int64_t d);
 // Whether the wgmma indexer takes its queries / its keys as one fp16 operand each (the lo * hi /
 // hi * lo product dropped; without k's, no key lo halves are made or staged; both: one plain fp16
 // MMA a product instead of three): DEEPINFER_CUDA_INDEXER_FP16_Q / _K, on by default (the golden
-// fixtures bitwise those of split operands; with the attention's fp16 Q and P, 14% off a
+// fixtures bitwise those of split operands; with the attention's fp16 Q and P, 12% off a
 // 65,536-token prefill step on an H100: docs/perf.md). Prefill and decode rows drop the same
 // products (the same bits).
 void set_indexer_fp16_q(bool on);
