@@ -12,17 +12,21 @@
 
 namespace deepinfer::cudatest {
 
-// The process-wide operand switches (set_attention_fp16_qp, set_indexer_fp16_q / _k) as a test
-// found them after its backend applied the environment's values; restored in TearDown, so a
-// test's settings never leak into the next.
+// The process-wide operand switches (set_attention_fp16_qp, set_indexer_fp16_q / _k) and the
+// one-pass kernel's (set_attention_onepass) as a test found them after its backend applied the
+// environment's values; restored in TearDown, so a test's settings never leak into the next.
 struct OperandSwitches {
   bool qp = cuda::attention_fp16_qp(), q = cuda::indexer_fp16_q(), k = cuda::indexer_fp16_k();
+  bool onepass = cuda::attention_onepass();
   void set(bool attention_qp, bool indexer_q, bool indexer_k) const {
     cuda::set_attention_fp16_qp(attention_qp);
     cuda::set_indexer_fp16_q(indexer_q);
     cuda::set_indexer_fp16_k(indexer_k);
   }
-  void restore() const { set(qp, q, k); }
+  void restore() const {
+    set(qp, q, k);
+    cuda::set_attention_onepass(onepass);
+  }
 };
 
 // The RoPE frequencies of R pairs (theta 10000) on the device.

@@ -30,7 +30,6 @@ class AttnFp16Qp : public CudaVsCpu {
   void TearDown() override {
     switches_.restore();
     cuda::set_attention_split_keys(cuda::kAttentionSplitKeys);
-    cuda::set_attention_onepass(true);
   }
 
  private:
@@ -97,7 +96,6 @@ TEST_F(AttnFp16Qp, WgmmaIsTheMmaSyncKernel) {
   Tensor streamed = dev_poisoned(*gpu, {w.M, w.H, w.hd});
   gpu->attention_batch(w.q, w.segs, w.window, w.sinks, w.scale, streamed);
   EXPECT_EQ(floats_differing(to_host(*gpu, streamed), b), 0) << "streaming kernel";
-  cuda::set_attention_onepass(true);
   // And the switch took in the wgmma kernel too.
   cuda::set_attention_fp16_qp(false);
   Tensor split = dev_poisoned(*gpu, {w.M, w.H, w.hd});

@@ -29,8 +29,8 @@ struct WgmmaAttnParams {
 };
 
 // The kernel of kernels_attention_wgmma_onepass.cu, for p.split_a == false (launch_attention_wgmma
-// checked the arguments).
-cudaError_t launch_attention_wgmma_onepass(const WgmmaAttnParams& p, cudaStream_t stream);
+// checked the arguments), one persistent block per SM of the sms.
+cudaError_t launch_attention_wgmma_onepass(const WgmmaAttnParams& p, int sms, cudaStream_t stream);
 
 namespace {
 

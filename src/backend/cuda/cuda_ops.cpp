@@ -447,7 +447,7 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
           op);
     check(launch_attention_wgmma(halves, M, rows_ptr, window, list, count, Kmax,
                                  sinks.data_as<float>(), scale, dst, ctx_->error_word(),
-                                 ctx_->stream()),
+                                 ctx_->num_sms(), ctx_->stream()),
           op);
     ++wgmma_attention_calls_;
     fused_q_norm_attention_calls_ += q_in_kernel;

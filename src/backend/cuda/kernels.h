@@ -232,7 +232,8 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
 // (splits == 1), out stored by pairs. Its queries come as fp16 hi / lo halves
 // [M, 64, 2 * 512] (16-byte aligned) made by launch_attention_q_halves from q [M, 64, 512]
 // fp32: q as it is, or, with q_eps, q before rms_norm_rope (unweighted, its last 2 R dims
-// rotated at positions[m]; attention_wgmma_norms_q(R)), giving that op's values.
+// rotated at positions[m]; attention_wgmma_norms_q(R)), giving that op's values. sms: the
+// device's multiprocessors (the one-pass kernel's persistent grid).
 bool attention_wgmma_supported(int64_t H, int64_t hd);
 bool attention_wgmma_norms_q(int64_t R);
 cudaError_t launch_attention_q_halves(const float* q, int64_t M, const float* q_eps,
@@ -241,7 +242,8 @@ cudaError_t launch_attention_q_halves(const float* q, int64_t M, const float* q_
 cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const AttnRow* rows,
                                    int64_t window, const int32_t* list, const int32_t* count,
                                    int64_t Kmax, const float* sinks, float scale,
-                                   const AttnOutput& out, int32_t* err, cudaStream_t stream);
+                                   const AttnOutput& out, int32_t* err, int sms,
+                                   cudaStream_t stream);
 // scores[m, e] = scale * sum_h w[m, h] * relu(dots[m, h, e]) for e < visible[m], else -inf.
 // dots [M, nh, E] are the per-head q . k products (a GEMM).
 cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,

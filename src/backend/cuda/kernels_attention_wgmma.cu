@@ -472,7 +472,8 @@ cudaError_t launch_attention_q_halves(const float* q, int64_t M, const float* q_
 cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const AttnRow* rows,
                                    int64_t window, const int32_t* list, const int32_t* count,
                                    int64_t Kmax, const float* sinks, float scale,
-                                   const AttnOutput& out, int32_t* err, cudaStream_t stream) {
+                                   const AttnOutput& out, int32_t* err, int sms,
+                                   cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
   const void* dst = out.out ? static_cast<const void*>(out.out) : out.out_bf16;
   if ((out.out == nullptr) == (out.out_bf16 == nullptr) ||
@@ -482,7 +483,7 @@ cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const At
     return cudaErrorInvalidValue;
   const WgmmaAttnParams p{q_halves, rows,  M,     window, list, count,
                           Kmax,     sinks, scale, err,    out,  !attention_fp16_qp()};
-  if (!p.split_a && onepass) return launch_attention_wgmma_onepass(p, stream);
+  if (!p.split_a && onepass) return launch_attention_wgmma_onepass(p, sms, stream);
   auto* kernel = p.split_a ? attention_wgmma_kernel<true> : attention_wgmma_kernel<false>;
   static const cudaError_t attr[2] = {
       cudaFuncSetAttribute(attention_wgmma_kernel<false>,

@@ -5,8 +5,8 @@
 //
 // Why: the streaming kernel stages a key's 2 KiB of fp16 hi / lo halves for the scores and again
 // for P V, and Q's 64 KiB for every 128 keys: 4.5 KiB through L2 a key, against 256 KiB of MMA
-// work a key (64 heads x 512 dims x 2 products x 2 MMAs), and L2 -> shared memory was what
-// bounded it (19.3 GB in 4.4 ms at 16k tokens, ncu). Here Q's hi halves stay in shared memory
+// work a key (64 heads x 512 dims x 2 products x 2 MMAs; ncu counted 19.3 GB through L2 in its
+// 4.4 ms at 16k tokens). Here Q's hi halves stay in shared memory
 // for the row (64 KiB) and each 32-key chunk lands once (64 KiB: 8 slices of 64 dims, hi then
 // lo), serving the scores as the K-major B operand and P V as the MN-major one: 2 KiB a key.
 //
@@ -19,7 +19,8 @@
 // mma.sync kernel's fragment), writing P and the chunk's running max and sum; both rescale their
 // outputs and add P V (m64n256k16), then release the slot. Blocks are persistent (one per SM,
 // rows m = blockIdx.x + i * gridDim.x), so the producer loads the next row's Q and first chunks
-// while the consumers finish a row.
+// while the consumers finish a row. Measured, the halved bytes took the kernel only ~8% faster:
+// its consumers' steps, one after another, bound it (docs/perf.md, session of 2026-12-06).
 #include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/launch.cuh"
@@ -284,17 +285,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
 
 }  // namespace
 
-cudaError_t launch_attention_wgmma_onepass(const WgmmaAttnParams& p, cudaStream_t stream) {
+cudaError_t launch_attention_wgmma_onepass(const WgmmaAttnParams& p, int sms, cudaStream_t stream) {
   static const cudaError_t attr =
       cudaFuncSetAttribute(attention_onepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmemBytes));
   if (attr != cudaSuccess) return attr;
-  int device = 0, sms = 0;
-  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      e != cudaSuccess)
-    return e;
-  const int64_t blocks = p.M < sms ? p.M : sms;
+  const int64_t blocks = p.M < sms ? p.M : sms;  // persistent: any grid serves every row
   return launch_kernel(attention_onepass_kernel, static_cast<unsigned>(blocks), kThreads,
                        kSmemBytes, stream, p);
 }
