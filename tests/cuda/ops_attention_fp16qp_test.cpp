@@ -5,6 +5,7 @@
 // operands' (the switch took), and keep the bits every kernel and call size gives a row: wgmma ==
 // mma.sync, a prefill call's rows == the same rows called alone (decode-sized grids), the
 // indexer's decode rows == its prefill rows.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -177,6 +178,61 @@ TEST_F(AttnFp16Qp, IndexerFp16OperandsMatchCpuAndKeepDecodeRowsThePrefillRows) {
         EXPECT_GT(floats_differing(decode[u], decode[v]), finite / 2) << "against " << u;
       }
     }
+  }
+}
+
+// Prefill calls under fp16 queries and keys (the four-query kernel: a producer warpgroup's ring
+// shared by four queries) at many shapes: one and several entry ranges a block, queries short of
+// a quad, causal and random visible counts, nh below 64, d = 64; within fp16 rounding of the CPU,
+// bitwise the decode rows (the row kernel, one row a block), and a visible count outside [0, E]
+// reported.
+TEST_F(AttnFp16Qp, IndexerFp16PrefillCallsAreTheDecodeRowsAtEveryShape) {
+  SEED_TRACE();
+  if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
+  cuda::set_indexer_fp16_q(true);
+  cuda::set_indexer_fp16_k(true);
+  struct Case {
+    int64_t M, nh, d, E;
+    bool causal;
+  };
+  for (const Case& c : std::vector<Case>{{1, 64, 128, 5000, false},
+                                         {5, 64, 128, 257, false},
+                                         {33, 37, 64, 300, false},
+                                         {301, 64, 128, 4100, false},
+                                         {256, 64, 128, 4100, true},
+                                         {4, 64, 128, 3, false}}) {
+    SCOPED_TRACE(::testing::Message() << c.M << " " << c.nh << " " << c.d << " " << c.E);
+    Rng rng;
+    const Tensor q = rand_host(rng, {c.M, c.nh, c.d}), k = rand_host(rng, {c.E, c.d});
+    const Tensor w = rand_host(rng, {c.M, c.nh});
+    std::vector<int32_t> v(c.M);
+    for (int64_t m = 0; m < c.M; ++m)
+      v[m] =
+          static_cast<int32_t>(c.causal ? std::min(c.E, (m + 1) * c.E / c.M) : rng.integer(0, c.E));
+    v[0] = static_cast<int32_t>(c.causal ? 0 : c.E);
+    const Tensor vis = i32_host(v, {c.M});
+    Tensor ref = host({c.M, c.E});
+    cpu->indexer_scores(q, k, w, 0.25f, vis, ref);
+    const Tensor dq = to_dev(*gpu, q), dk = to_dev(*gpu, k), dw = to_dev(*gpu, w);
+    const Tensor dvis = to_dev(*gpu, vis);
+    Tensor prefill = dev_poisoned(*gpu, {c.M, c.E}), rows = dev_poisoned(*gpu, {c.M, c.E});
+    gpu->indexer_scores(dq, dk, dw, 0.25f, dvis, prefill);
+    std::vector<Backend::IndexerSegment> segs;
+    for (int64_t m = 0; m < c.M; ++m) segs.push_back({m, 1, dk.view()});
+    gpu->indexer_scores_batch(dq, segs, dw, 0.25f, dvis, rows);
+    const Tensor got = to_host(*gpu, prefill);
+    EXPECT_LE(rel_err(got, ref), kTolFp16Qp);
+    EXPECT_EQ(floats_differing(got, to_host(*gpu, rows)), 0);
+    // -inf exactly where the CPU has it (past each query's visible entries).
+    for (int64_t i = 0; i < c.M * c.E; ++i)
+      ASSERT_EQ(std::isinf(got.data_as<float>()[i]), std::isinf(ref.data_as<float>()[i])) << i;
+    v[c.M - 1] = static_cast<int32_t>(c.E + 1);
+    EXPECT_THROW(
+        {
+          gpu->indexer_scores(dq, dk, dw, 0.25f, to_dev(*gpu, i32_host(v, {c.M})), prefill);
+          to_host(*gpu, prefill);
+        },
+        Error);
   }
 }
 

@@ -1,7 +1,7 @@
 // What the two Hopper wgmma attention kernels share (kernels_attention_wgmma.cu: every operand
 // split, the keys streamed per 128-key super-chunk; kernels_attention_wgmma_onepass.cu: Q and P
 // as one fp16 operand, Q resident and each key read once): the shape they take, their
-// parameters, a ring's slot arithmetic and the epilogue that normalises a row's 64 heads with
+// parameters and the epilogue that normalises a row's 64 heads with
 // their sinks and stores them. C++17, nvcc only; each including file gets its own copy.
 #pragma once
 
@@ -38,15 +38,6 @@ constexpr int kWgHd = 512;         // head dim (the only one taken)
 constexpr int kWgRows = 64;        // heads: the MMA's M
 constexpr int kWgChunk = 32;       // the mma.sync kernel's softmax chunk
 constexpr int kWgQNormRopeR = 32;  // raw queries: the rotated pairs, the last 64-dim slice (V4's)
-
-// A ring of stage slots: use u of the ring lands in slot u % N, whose barriers' phase parity
-// for it is (u / N) % 2.
-template <int N>
-struct Ring {
-  int use = 0;
-  __device__ int slot() const { return use % N; }
-  __device__ uint32_t parity() const { return static_cast<uint32_t>((use / N) & 1); }
-};
 
 // Row m's output from a consumer thread's accumulators (warpgroup wg of two, each holding 256
 // dims: rows r0 and r0 + 8 are heads, dims 256 wg + 8 j + 2 tq (+ 1) in o[4 j + 2 r (+ 1)]):

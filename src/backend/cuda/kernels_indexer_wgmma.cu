@@ -19,6 +19,7 @@
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/tma_ptx.cuh"
 #include "backend/cuda/wgmma_ptx.cuh"
 
 #include <algorithm>
@@ -38,6 +39,26 @@ constexpr int kKStageBytes = 2 * kMaxKd * kKSub;  // a key tile's hi, lo: 64 KiB
 constexpr int kRedFloats = 2 * 2 * 4 * kTileE;    // [warpgroup][parity][warp][column]
 constexpr size_t kSmemBytes = 2 * kQBytes + 2 * kKStageBytes + kRedFloats * 4 + 1024;
 constexpr int kMaxTilesPerBlock = 16;
+
+// The prefill kernel under fp16 q and k (the defaults): kQuadQueries queries a block, one consumer
+// warpgroup each, sharing every key tile of a kQuadStages-deep ring that a producer warpgroup
+// fills.
+constexpr int kQuadQueries = 4, kQuadStages = 4;
+constexpr int kQuadConsumers = kQuadQueries * 128, kQuadThreads = kQuadConsumers + 128;
+// 20 warps leave 96 registers a thread (units of 8 a thread per warp); the producer gives 64 of
+// its to the consumers.
+constexpr int kQuadProducerRegs = 32, kQuadConsumerRegs = 112;
+static_assert(kQuadProducerRegs * 128 + kQuadConsumerRegs * kQuadConsumers <=
+                  65536 / kQuadThreads / 8 * 8 * kQuadThreads,
+              "the block's registers");
+constexpr int kQuadQBytes = kMaxKd * kQSub;                    // a query's fp16: 16 KiB
+constexpr int kQuadTileBytes = kMaxKd * kKSub;                 // a key tile's fp16: 32 KiB
+constexpr int kQuadRedFloats = kQuadQueries * 2 * 4 * kTileE;  // [query][parity][warp][column]
+constexpr int kQuadOffTiles = kQuadQueries * kQuadQBytes;
+constexpr int kQuadOffRed = kQuadOffTiles + kQuadStages * kQuadTileBytes;
+constexpr int kQuadOffBar = kQuadOffRed + kQuadRedFloats * 4;
+constexpr size_t kQuadSmemBytes = kQuadOffBar + 2 * kQuadStages * 8 + 1024;  // + alignment
+constexpr int kQuadMaxTilesPerBlock = 32;
 
 struct IndexerArgs {
   const float* q;          // [M, nh, d]
@@ -100,6 +121,42 @@ __device__ __forceinline__ void tile_scores(float (&s)[64], uint32_t qa, uint32_
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_fence_operands(s);
+}
+
+// A tile's head sum for the calling warpgroup's query: entry wt's (the thread's index in the
+// warpgroup) sum over heads of w[h] * relu(s[h, wt]), where this thread holds heads h0 (weight w0)
+// and h0 + 8 (w1) at columns 8 j + 2 tq + {0, 1}: s[4 j + {0, 1}] and s[4 j + {2, 3}]. The
+// columns sum over a column set's 8 lanes by a butterfly, then over the four warps through red
+// ([4 warps][kTileE], a buffer the warpgroup does not touch again before its next barrier) after
+// the warpgroup's named barrier bar_id.
+__device__ __forceinline__ float head_sum(const float (&s)[64], float w0, float w1, float* red,
+                                          uint32_t bar_id) {
+  const int wt = threadIdx.x & 127, warp = wt >> 5, lane = wt & 31, tq = lane & 3;
+  const bool b2 = lane & 4, b3 = lane & 8, b4 = lane & 16;
+  const int grp = (b2 ? 4 : 0) + (b3 ? 2 : 0) + (b4 ? 1 : 0);
+  float v[32];
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+      v[2 * j + c] = w0 * fmaxf(s[4 * j + c], 0.f) + w1 * fmaxf(s[4 * j + 2 + c], 0.f);
+  // Sum over the 8 lanes of a column set (lane bits 2-4), halving the values each round:
+  // afterwards value i is column index c = i + 4 grp of the 32 (16 b2 + 8 b3 + 4 b4).
+  float r1[16], r2[8], r3[4];
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    r1[i] = (b2 ? v[i + 16] : v[i]) + __shfl_xor_sync(0xffffffffu, b2 ? v[i] : v[i + 16], 4);
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    r2[i] = (b3 ? r1[i + 8] : r1[i]) + __shfl_xor_sync(0xffffffffu, b3 ? r1[i] : r1[i + 8], 8);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    r3[i] = (b4 ? r2[i + 4] : r2[i]) + __shfl_xor_sync(0xffffffffu, b4 ? r2[i] : r2[i + 4], 16);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)  // c = 2 j + (i & 1) with j = 2 grp + i / 2
+    red[warp * kTileE + 16 * grp + 8 * (i >> 1) + 2 * tq + (i & 1)] = r3[i];
+  named_barrier_sync(bar_id, 128);  // this warpgroup only
+  return red[wt] + red[kTileE + wt] + red[2 * kTileE + wt] + red[3 * kTileE + wt];
 }
 
 template <int KD, bool kPerRow>
@@ -228,11 +285,9 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
   }
 
   // This thread's accumulator rows are heads h0 and h0 + 8.
-  const int h0 = warp * 16 + (lane >> 2), tq = lane & 3;
+  const int h0 = warp * 16 + (lane >> 2);
   const float w0 = q < g.M && h0 < g.nh ? g.w[q * g.nh + h0] : 0.f;
   const float w1 = q < g.M && h0 + 8 < g.nh ? g.w[q * g.nh + h0 + 8] : 0.f;
-  const bool b2 = lane & 4, b3 = lane & 8, b4 = lane & 16;
-  const int grp = (b2 ? 4 : 0) + (b3 ? 2 : 0) + (b4 ? 1 : 0);
   const uint32_t qa = sbase + wg * kQBytes;
   float s[64];
   for (int t = 0; t < live; ++t) {
@@ -256,38 +311,11 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
       g.split_q ? tile_scores<KD, true, false>(s, qa, st)
                 : tile_scores<KD, false, false>(s, qa, st);
 
-    // Column sums over this thread's two heads; s[4 j + {0, 1}] are head h0 at columns
-    // 8 j + 2 tq + {0, 1}, s[4 j + {2, 3}] head h0 + 8.
-    float v[32];
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int c = 0; c < 2; ++c)
-        v[2 * j + c] = w0 * fmaxf(s[4 * j + c], 0.f) + w1 * fmaxf(s[4 * j + 2 + c], 0.f);
-    // Sum over the 8 lanes of a column set (lane bits 2-4), halving the values each round:
-    // afterwards value i is column index c = i + 4 grp of the 32 (16 b2 + 8 b3 + 4 b4).
-    float r1[16], r2[8], r3[4];
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      r1[i] = (b2 ? v[i + 16] : v[i]) + __shfl_xor_sync(0xffffffffu, b2 ? v[i] : v[i + 16], 4);
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      r2[i] = (b3 ? r1[i + 8] : r1[i]) + __shfl_xor_sync(0xffffffffu, b3 ? r1[i] : r1[i + 8], 8);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      r3[i] = (b4 ? r2[i + 4] : r2[i]) + __shfl_xor_sync(0xffffffffu, b4 ? r2[i] : r2[i + 4], 16);
-    float* my_red = red + (wg * 2 + (t & 1)) * 4 * kTileE;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)  // c = 2 j + (i & 1) with j = 2 grp + i / 2
-      my_red[warp * kTileE + 16 * grp + 8 * (i >> 1) + 2 * tq + (i & 1)] = r3[i];
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");  // this warpgroup only
+    const float sum = head_sum(s, w0, w1, red + (wg * 2 + (t & 1)) * 4 * kTileE, 1 + wg);
     const int64_t e = e_begin + int64_t{t} * kTileE + wt;
-    if (q < g.M && e < e_end) {
-      const float sum =
-          my_red[wt] + my_red[kTileE + wt] + my_red[2 * kTileE + wt] + my_red[3 * kTileE + wt];
+    if (q < g.M && e < e_end)
       g.scores[(kPerRow ? int64_t{blockIdx.x} : q) * g.E + e] =
           e < my_vis ? sum * g.scale : neg_inf();
-    }
   }
   // Entry tiles past both queries' visible entries (and a row's columns past its keys).
   const int64_t dead0 = e_begin + int64_t{live} * kTileE;
@@ -299,11 +327,133 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
 #endif
 }
 
-// Entry tiles per block for `units` (query pairs or rows) over `tiles` entry tiles: about
-// per_sm blocks per SM, at most kMaxTilesPerBlock tiles each.
-int64_t tiles_per_block(int64_t units, int64_t tiles, int64_t per_sm, int sms) {
-  return std::max<int64_t>(
-      1, std::min<int64_t>({kMaxTilesPerBlock, tiles, units * tiles / (per_sm * sms)}));
+// The prefill scores under fp16 q and k (one MMA a product; the defaults): the arithmetic of
+// indexer_wgmma_kernel<KD, false> (tile_scores, head_sum), so the same bits, with kQuadQueries
+// queries a block sharing each key tile instead of two. Block (query quad, entry range): a
+// producer warpgroup copies the range's live tiles (fp16, made by keys_hi_lo_kernel) by cp.async
+// into a kQuadStages-deep ring, each copy completing on its stage's mbarrier; consumer
+// warpgroup w scores query 4 blockIdx.x + w against each tile and releases the stage after its
+// head sum's barrier. The consumers drift apart within the ring, so one's head sum runs beside
+// another's MMAs (the two-query kernel synchronises its block every tile, leaving the tensor
+// cores idle through every head sum), and a tile crosses L2 once per four queries.
+template <int KD>
+__global__ void __launch_bounds__(kQuadThreads, 1) indexer_quad_kernel(IndexerArgs g) {
+  wait_for_prior_grid();
+#if DI_HAVE_WGMMA
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  const uint32_t sbase = smem_u32(smem);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kQuadOffBar);
+  uint64_t* empty = full + kQuadStages;
+  const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127;
+  if (tid == 0)
+    for (int st = 0; st < kQuadStages; ++st) {
+      mbarrier_init(&full[st], 128);            // every producer thread's copies
+      mbarrier_init(&empty[st], kQuadQueries);  // every consumer warpgroup's head sum
+    }
+  __syncthreads();
+
+  const int64_t q0 = int64_t{blockIdx.x} * kQuadQueries;
+  const int64_t e_begin = int64_t{blockIdx.y} * g.tiles_per_block * kTileE;
+  const int64_t e_end = min(g.E, e_begin + int64_t{g.tiles_per_block} * kTileE);
+  // Visible entries of the block's queries (a bad value flagged and clamped, as the two-query
+  // kernel does); the live tiles reach the furthest.
+  int64_t live_end = e_begin, my_vis = 0;
+  for (int i = 0; i < kQuadQueries; ++i) {
+    const int64_t qi = q0 + i;
+    if (qi >= g.M) break;
+    int64_t v = g.visible[qi];
+    if (v < 0 || v > g.E) {
+      if (blockIdx.y == 0 && tid == 0) flag_error(g.err, kErrIndexerVisible);
+      v = v < 0 ? 0 : g.E;
+    }
+    if (i == wg) my_vis = v;
+    live_end = max(live_end, min(e_end, v));
+  }
+  const int live = static_cast<int>((live_end - e_begin + kTileE - 1) / kTileE);
+
+  if (wg == kQuadQueries) {
+    // Producer: the live tiles, hi halves only, into the ring.
+    setmaxnreg_dec<kQuadProducerRegs>();
+    Ring<kQuadStages> ring;
+    constexpr int kRowChunks = KD * 8;
+    for (int t = 0; t < live; ++t, ++ring.use) {
+      const int64_t e0 = e_begin + int64_t{t} * kTileE;
+      mbarrier_wait(&empty[ring.slot()], ring.parity() ^ 1);
+      unsigned char* st = smem + kQuadOffTiles + ring.slot() * kQuadTileBytes;
+#pragma unroll 4
+      for (int i = wt; i < kTileE * kRowChunks; i += 128) {
+        const int r = i / kRowChunks, c = i % kRowChunks, kd = c / 8, lc = c % 8;
+        const int64_t e = e0 + r;
+        cp_async16(st + kd * kKSub + r * 128 + ((lc ^ (r & 7)) * 16),
+                   g.k_hi + (e < g.E ? e : 0) * g.d + c * 8, e < g.E);
+      }
+      cp_async_mbarrier_arrive(&full[ring.slot()]);
+    }
+    cp_async_wait_all();
+    return;
+  }
+
+  // Consumers.
+  setmaxnreg_inc<kQuadConsumerRegs>();
+  const int64_t q = q0 + wg;
+  const int warp = wt >> 5, lane = tid & 31;
+  unsigned char* my_q = smem + wg * kQuadQBytes;
+  if (live > 0) {
+    // This warpgroup's query as fp16 in the swizzled K-major layout (zero rows for padded heads
+    // or a missing query); all loads issue before the stores.
+    constexpr int kF4 = kHeads * KD * 16, kPer = kF4 / 128;
+    float4 v[kPer];
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int idx = u * 128 + wt, h = idx / (KD * 16), c4 = idx % (KD * 16);
+      v[u] = q < g.M && h < g.nh
+                 ? __ldg(reinterpret_cast<const float4*>(g.q + (q * g.nh + h) * g.d) + c4)
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int idx = u * 128 + wt, h = idx / (KD * 16), dim = (idx % (KD * 16)) * 4;
+      const int off =
+          (dim / 64) * kQSub + h * 128 + ((((dim % 64) / 8) ^ (h & 7)) * 16) + (dim % 8) * 2;
+      const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+      store_hi(my_q + off, x);
+    }
+    fence_proxy_async_smem();         // the query, for wgmma's reads
+    named_barrier_sync(1 + wg, 128);  // ... every thread's part of it
+  }
+  const int h0 = warp * 16 + (lane >> 2);
+  const float w0 = q < g.M && h0 < g.nh ? g.w[q * g.nh + h0] : 0.f;
+  const float w1 = q < g.M && h0 + 8 < g.nh ? g.w[q * g.nh + h0 + 8] : 0.f;
+  const uint32_t qa = sbase + wg * kQuadQBytes;
+  float* red = reinterpret_cast<float*>(smem + kQuadOffRed) + wg * 2 * 4 * kTileE;
+  float s[64];
+  Ring<kQuadStages> ring;
+  for (int t = 0; t < live; ++t, ++ring.use) {
+    mbarrier_wait(&full[ring.slot()], ring.parity());
+    fence_proxy_async_smem();  // the producer's cp.async writes, for wgmma's reads
+    tile_scores<KD, false, false>(
+        s, qa, sbase + kQuadOffTiles + static_cast<uint32_t>(ring.slot() * kQuadTileBytes));
+    const float sum = head_sum(s, w0, w1, red + (t & 1) * 4 * kTileE, 1 + wg);
+    // Past head_sum's barrier every warp of this warpgroup has waited out its MMAs.
+    if (wt == 0) mbarrier_arrive(&empty[ring.slot()]);
+    const int64_t e = e_begin + int64_t{t} * kTileE + wt;
+    if (q < g.M && e < e_end) g.scores[q * g.E + e] = e < my_vis ? sum * g.scale : neg_inf();
+  }
+  // Entry tiles past every query's visible entries.
+  if (q < g.M)
+    for (int64_t e = e_begin + int64_t{live} * kTileE + wt; e < e_end; e += 128)
+      g.scores[q * g.E + e] = neg_inf();
+#else
+  __trap();  // launched only on sm_90a devices (wgmma_available)
+#endif
+}
+
+// Entry tiles per block for `units` (query pairs, quads or rows) over `tiles` entry tiles: about
+// per_sm blocks per SM, at most cap tiles each.
+int64_t tiles_per_block(int64_t units, int64_t tiles, int64_t per_sm, int sms,
+                        int64_t cap = kMaxTilesPerBlock) {
+  return std::max<int64_t>(1, std::min<int64_t>({cap, tiles, units * tiles / (per_sm * sms)}));
 }
 
 // The kernel's arguments: the prefill shape's keys, or none (per-row mode sets g.rows).
@@ -377,8 +527,27 @@ cudaError_t launch_indexer_wgmma(const float* q, const float* k, int64_t M, int6
   const cudaError_t split =
       launch_kernel(keys_hi_lo_kernel, blocks_for(n4, 256), 256, 0, stream, k, n4, k_hi, k_lo);
   if (split != cudaSuccess) return split;
+  const int64_t tiles = (E + kTileE - 1) / kTileE;
+  if (indexer_fp16_q() && indexer_fp16_k()) {
+    // About two blocks per SM (one fits), up to kQuadMaxTilesPerBlock tiles each.
+    const int64_t quads = (M + kQuadQueries - 1) / kQuadQueries;
+    const int64_t tpb = tiles_per_block(quads, tiles, 2, sms, kQuadMaxTilesPerBlock);
+    const int64_t ranges = (tiles + tpb - 1) / tpb;
+    if (quads > 0x7fffffff || ranges > 65535) return cudaErrorInvalidValue;
+    const IndexerArgs a =
+        indexer_args(q, k_hi, nullptr, w, visible, M, E, nh, d, tpb, scale, scores, err);
+    static const cudaError_t attr[2] = {
+        cudaFuncSetAttribute(indexer_quad_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kQuadSmemBytes)),
+        cudaFuncSetAttribute(indexer_quad_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kQuadSmemBytes))};
+    if (attr[d == 128] != cudaSuccess) return attr[d == 128];
+    return launch_kernel(d == 128 ? indexer_quad_kernel<2> : indexer_quad_kernel<1>,
+                         dim3(static_cast<unsigned>(quads), static_cast<unsigned>(ranges)),
+                         kQuadThreads, kQuadSmemBytes, stream, a);
+  }
   // Enough blocks for ~4 per SM.
-  const int64_t tiles = (E + kTileE - 1) / kTileE, pairs = (M + 1) / 2;
+  const int64_t pairs = (M + 1) / 2;
   const int64_t tpb = tiles_per_block(pairs, tiles, 4, sms);
   const int64_t ranges = (tiles + tpb - 1) / tpb;
   if (pairs > 0x7fffffff || ranges > 65535) return cudaErrorInvalidValue;

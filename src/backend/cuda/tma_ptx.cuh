@@ -73,6 +73,15 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #endif
 }
 
+// A ring of stage slots: use u of the ring lands in slot u % N, whose barriers' phase parity
+// for it is (u / N) % 2.
+template <int N>
+struct Ring {
+  int use = 0;
+  __device__ int slot() const { return use % N; }
+  __device__ uint32_t parity() const { return static_cast<uint32_t>((use / N) & 1); }
+};
+
 // Waits until the barrier's phase of parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 #if DI_HAVE_WGMMA
