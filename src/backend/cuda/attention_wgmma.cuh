@@ -26,11 +26,6 @@ struct WgmmaAttnParams {
   int32_t* err;
   AttnOutput o;
   bool split_a;  // Q and P as hi + lo (three MMAs a product); else hi alone (two)
-  // The one-pass kernel's queries: fp32 [M, 64, 512], made fp16 in the kernel; with q_norm
-  // first normalised (q_eps) and rotated at o.rope_pos (o.rope_freq, o.rope_R).
-  const float* q_f32 = nullptr;
-  bool q_norm = false;
-  float q_eps = 0.f;
 };
 
 // The kernel of kernels_attention_wgmma_onepass.cu, for p.split_a == false (launch_attention_wgmma

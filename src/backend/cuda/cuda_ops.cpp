@@ -439,18 +439,15 @@ void CudaBackend::run_attention(const char* op, const TensorView& q,
     qp = normed_q.data_as<float>();
   }
   if (on_wgmma) {
-    const float* eps = q_in_kernel ? q_norm_eps : nullptr;
-    // The streaming kernel takes fp16 halves made first; the one-pass kernel makes its own.
-    std::shared_ptr<void> q_halves;
-    if (!attention_wgmma_reads_q()) {
-      q_halves = scratch(static_cast<size_t>(M * H * 2 * hd) * sizeof(uint16_t));
-      check(launch_attention_q_halves(qp, M, eps, dst.rope_pos, dst.rope_freq, R,
-                                      static_cast<uint16_t*>(q_halves.get()), ctx_->stream()),
-            op);
-    }
-    check(launch_attention_wgmma(qp, eps, static_cast<const uint16_t*>(q_halves.get()), M, rows_ptr,
-                                 window, list, count, Kmax, sinks.data_as<float>(), scale, dst,
-                                 ctx_->error_word(), ctx_->num_sms(), ctx_->stream()),
+    std::shared_ptr<void> q_halves =
+        scratch(static_cast<size_t>(M * H * 2 * hd) * sizeof(uint16_t));
+    auto* halves = static_cast<uint16_t*>(q_halves.get());
+    check(launch_attention_q_halves(qp, M, q_in_kernel ? q_norm_eps : nullptr, dst.rope_pos,
+                                    dst.rope_freq, R, halves, ctx_->stream()),
+          op);
+    check(launch_attention_wgmma(halves, M, rows_ptr, window, list, count, Kmax,
+                                 sinks.data_as<float>(), scale, dst, ctx_->error_word(),
+                                 ctx_->num_sms(), ctx_->stream()),
           op);
     ++wgmma_attention_calls_;
     fused_q_norm_attention_calls_ += q_in_kernel;

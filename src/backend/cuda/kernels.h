@@ -229,24 +229,21 @@ cudaError_t launch_attention(const float* q, int64_t M, int64_t H, int64_t hd, c
 // launch_attention's two-group path on Hopper wgmma (kernels_attention_wgmma.cu; only where
 // wgmma_available() and attention_wgmma_supported(H, hd)): the same bits, one block per row.
 // Every row's keys must come split (win_h, and comp_h where it has entries), none split
-// (splits == 1), out stored by pairs. Its queries are q [M, 64, 512] fp32 (16-byte aligned):
-// q as it is, or, with q_eps, q before rms_norm_rope (unweighted, its last 2 R dims rotated at
-// positions[m] = out.rope_pos[m] by out.rope_freq, R = out.rope_R; attention_wgmma_norms_q(R)),
-// giving that op's values. The one-pass kernel (attention_wgmma_reads_q()) makes their fp16
-// itself; the streaming kernel takes them as fp16 hi / lo halves [M, 64, 2 * 512] (16-byte
-// aligned) made first by launch_attention_q_halves (q_halves; else null). sms: the device's
-// multiprocessors (the one-pass kernel's persistent grid).
+// (splits == 1), out stored by pairs. Its queries come as fp16 hi / lo halves
+// [M, 64, 2 * 512] (16-byte aligned) made by launch_attention_q_halves from q [M, 64, 512]
+// fp32: q as it is, or, with q_eps, q before rms_norm_rope (unweighted, its last 2 R dims
+// rotated at positions[m]; attention_wgmma_norms_q(R)), giving that op's values. sms: the
+// device's multiprocessors (the one-pass kernel's persistent grid).
 bool attention_wgmma_supported(int64_t H, int64_t hd);
 bool attention_wgmma_norms_q(int64_t R);
-bool attention_wgmma_reads_q();
 cudaError_t launch_attention_q_halves(const float* q, int64_t M, const float* q_eps,
                                       const int32_t* positions, const float* inv_freq, int64_t R,
                                       uint16_t* halves, cudaStream_t stream);
-cudaError_t launch_attention_wgmma(const float* q, const float* q_eps, const uint16_t* q_halves,
-                                   int64_t M, const AttnRow* rows, int64_t window,
-                                   const int32_t* list, const int32_t* count, int64_t Kmax,
-                                   const float* sinks, float scale, const AttnOutput& out,
-                                   int32_t* err, int sms, cudaStream_t stream);
+cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const AttnRow* rows,
+                                   int64_t window, const int32_t* list, const int32_t* count,
+                                   int64_t Kmax, const float* sinks, float scale,
+                                   const AttnOutput& out, int32_t* err, int sms,
+                                   cudaStream_t stream);
 // scores[m, e] = scale * sum_h w[m, h] * relu(dots[m, h, e]) for e < visible[m], else -inf.
 // dots [M, nh, E] are the per-head q . k products (a GEMM).
 cudaError_t launch_indexer_reduce(const float* dots, int64_t M, int64_t nh, int64_t E,

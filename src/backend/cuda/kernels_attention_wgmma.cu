@@ -22,7 +22,7 @@
 // expert kernels showed it; AttentionWgmmaIsTheMmaSyncKernel and
 // PrefillSizedCallsMatchSmallerCalls check it here). Q comes as halves made once per row by
 // attention_q_halves_kernel (normalised and rotated there for raw queries: rms_norm_rope's
-// values), so the producer only copies. (The one-pass kernel makes its own from fp32 q.)
+// values), so the producer only copies.
 #include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/kernels.h"
@@ -469,33 +469,21 @@ cudaError_t launch_attention_q_halves(const float* q, int64_t M, const float* q_
                        static_cast<int>(R), !attention_fp16_qp(), halves);
 }
 
-bool attention_wgmma_reads_q() {
-  return attention_fp16_qp() && onepass;
-}
-
-cudaError_t launch_attention_wgmma(const float* q, const float* q_eps, const uint16_t* q_halves,
-                                   int64_t M, const AttnRow* rows, int64_t window,
-                                   const int32_t* list, const int32_t* count, int64_t Kmax,
-                                   const float* sinks, float scale, const AttnOutput& out,
-                                   int32_t* err, int sms, cudaStream_t stream) {
+cudaError_t launch_attention_wgmma(const uint16_t* q_halves, int64_t M, const AttnRow* rows,
+                                   int64_t window, const int32_t* list, const int32_t* count,
+                                   int64_t Kmax, const float* sinks, float scale,
+                                   const AttnOutput& out, int32_t* err, int sms,
+                                   cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
   const void* dst = out.out ? static_cast<const void*>(out.out) : out.out_bf16;
-  const bool reads_q = attention_wgmma_reads_q();
   if ((out.out == nullptr) == (out.out_bf16 == nullptr) ||
       !attention_stores_pairs(kHd, dst, out.out_bf16 != nullptr) || M > 0x7fffffff ||
-      (reinterpret_cast<uintptr_t>(reads_q ? static_cast<const void*>(q) : q_halves) & 15) != 0 ||
-      (!reads_q && !q_halves) || out.rope_R < 0 || 2 * out.rope_R > kHd ||
-      (out.rope_pos && (!out.rope_freq || out.rope_R == 0)) ||
-      (reads_q && q_eps && (!out.rope_pos || !attention_wgmma_norms_q(out.rope_R))))
+      (reinterpret_cast<uintptr_t>(q_halves) & 15) != 0 || out.rope_R < 0 || 2 * out.rope_R > kHd ||
+      (out.rope_pos && (!out.rope_freq || out.rope_R == 0)))
     return cudaErrorInvalidValue;
-  WgmmaAttnParams p{q_halves, rows,  M,     window, list, count,
-                    Kmax,     sinks, scale, err,    out,  !attention_fp16_qp()};
-  if (reads_q) {
-    p.q_f32 = q;
-    p.q_norm = q_eps != nullptr;
-    p.q_eps = q_eps ? *q_eps : 0.f;
-    return launch_attention_wgmma_onepass(p, sms, stream);
-  }
+  const WgmmaAttnParams p{q_halves, rows,  M,     window, list, count,
+                          Kmax,     sinks, scale, err,    out,  !attention_fp16_qp()};
+  if (!p.split_a && onepass) return launch_attention_wgmma_onepass(p, sms, stream);
   auto* kernel = p.split_a ? attention_wgmma_kernel<true> : attention_wgmma_kernel<false>;
   static const cudaError_t attr[2] = {
       cudaFuncSetAttribute(attention_wgmma_kernel<false>,

@@ -10,20 +10,16 @@
 // for the row (64 KiB) and each 32-key chunk lands once (64 KiB: 8 slices of 64 dims, hi then
 // lo), serving the scores as the K-major B operand and P V as the MN-major one: 2 KiB a key.
 //
-// Q comes as fp32 (normalised and rotated here for raw queries): at the start of each row both
-// consumer warpgroups make its fp16 in shared memory (stage_q), so no kernel writes and reads
-// fp16 halves of every query first (attention_q_halves_kernel: 0.3 ms a layer at 4096 tokens,
-// 4.8 ms at 65,536, on an H100).
-// Roles: a producer warpgroup copies by cp.async (each copy completing on an mbarrier) the
-// chunks into a ring of two slots; two consumer warpgroups split the head dims: warpgroup w
+// Roles: a producer warpgroup copies by cp.async (each copy completing on an mbarrier) Q, then
+// the chunks into a ring of two slots; two consumer warpgroups split the head dims: warpgroup w
 // takes quarters 2 w and 2 w + 1 of every score (m64n32k16: 64 heads x 32 keys) and dims
 // [256 w, 256 w + 256) of the output. The scores' quarters add in order ((q0 + q1) + q2) + q3 as
 // the mma.sync kernel adds them: warpgroup 0 leaves q0 + q1 in shared memory, warpgroup 1 adds
 // its two and runs the chunk's softmax (each of its threads holds 8 of a head's 32 keys, the
 // mma.sync kernel's fragment), writing P and the chunk's running max and sum; both rescale their
 // outputs and add P V (m64n256k16), then release the slot. Blocks are persistent (one per SM,
-// rows m = blockIdx.x + i * gridDim.x), so the producer loads the next row's first chunks while
-// the consumers finish a row. Measured, the halved bytes took the kernel only ~8% faster:
+// rows m = blockIdx.x + i * gridDim.x), so the producer loads the next row's Q and first chunks
+// while the consumers finish a row. Measured, the halved bytes took the kernel only ~8% faster:
 // its consumers' steps, one after another, bound it (docs/perf.md, session of 2026-12-06).
 #include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/half_split.cuh"
@@ -56,56 +52,8 @@ constexpr int kOffP = kOffSlots + kSlots * kSlotBytes;  // P: 64 rows of 128 byt
 constexpr int kOffPart = kOffP + kRows * 128;           // q0 + q1: 16 floats a consumer thread
 constexpr int kOffStat = kOffPart + 128 * 16 * 4;       // per head: the new running max, the sum
 constexpr int kOffRope = kOffStat + 2 * kRows * 4;
-constexpr int kOffQRed = kOffRope + kHd * 4;  // the queries' norms: [64 heads][4 warps]
-constexpr int kOffBar = kOffQRed + kRows * 4 * 4;
-constexpr size_t kSmemBytes = kOffBar + 2 * kSlots * 8 + 1024;  // + alignment
-constexpr int kQBatch = 16;  // heads a consumer thread stages at once (64 registers)
-
-// Row m's queries into Q's shared slices as fp16, made from fp32 q by both consumer warpgroups
-// (warpgroup wg heads wg, wg + 2, ...; thread t dims 4 t .. 4 t + 3 of each: the mapping of
-// attention_q_halves_kernel's 128-thread blocks), with q_norm first that kernel's unweighted
-// RMSNorm and RoPE, so its values: each head's sum of squares is its four warp sums w0..w3
-// added as (w0 + w2) + (w1 + w3), what block_sum's second warp_sum makes of four nonzero lanes,
-// and the rotation takes the row's rope_cs table (rope_table's, the inverse: sin negated back
-// exactly). The caller publishes Q (a fence and a consumer barrier).
-__device__ __forceinline__ void stage_q(const WgmmaAttnParams& p, int64_t m, int wg,
-                                        unsigned char* smem, float* qred, const float* rope_cs) {
-  const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
-  const float* qrow = p.q_f32 + m * kRows * kHd + 4 * t;
-  unsigned char* dst = smem + (t >> 4) * (kRows * 128) + ((t & 1) << 3);
-  const int chunk = (t & 15) >> 1;
-  const int first = kHd - 2 * p.o.rope_R;  // the rotated dims (with q_norm)
-  for (int b = 0; b < kRows / 2; b += kQBatch) {
-    float4 v[kQBatch];
-#pragma unroll
-    for (int u = 0; u < kQBatch; ++u)
-      v[u] = __ldg(reinterpret_cast<const float4*>(qrow + (2 * (b + u) + wg) * kHd));
-    if (p.q_norm) {
-#pragma unroll
-      for (int u = 0; u < kQBatch; ++u) {
-        const float ss = warp_sum(sum_sq4(v[u]));
-        if (lane == 0) qred[(2 * (b + u) + wg) * 4 + warp] = ss;
-      }
-      named_barrier_sync(2 + wg, 128);  // this warpgroup's heads' warp sums
-#pragma unroll
-      for (int u = 0; u < kQBatch; ++u) {
-        const float* w = qred + (2 * (b + u) + wg) * 4;
-        v[u] = scale4(v[u], inv_rms((w[0] + w[2]) + (w[1] + w[3]), kHd, p.q_eps), nullptr, 0);
-        if (4 * t >= first) {
-          const int pair = (4 * t - first) / 2;
-          rotate_by(v[u].x, v[u].y, rope_cs[pair], -rope_cs[p.o.rope_R + pair]);
-          rotate_by(v[u].z, v[u].w, rope_cs[pair + 1], -rope_cs[p.o.rope_R + pair + 1]);
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kQBatch; ++u) {
-      const int h = 2 * (b + u) + wg;
-      const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-      store_hi(dst + h * 128 + ((chunk ^ (h & 7)) << 4), x);
-    }
-  }
-}
+constexpr int kOffBar = kOffRope + kHd * 4;
+constexpr size_t kSmemBytes = kOffBar + (2 + 2 * kSlots) * 8 + 1024;  // + alignment
 
 __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAttnParams p) {
   wait_for_prior_grid();
@@ -116,12 +64,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
   float* stat_max = reinterpret_cast<float*>(smem + kOffStat);
   float* stat_sum = stat_max + kRows;
   float* rope_cs = reinterpret_cast<float*>(smem + kOffRope);
-  float* qred = reinterpret_cast<float*>(smem + kOffQRed);
-  uint64_t* kv_full = reinterpret_cast<uint64_t*>(smem + kOffBar);
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(smem + kOffBar);
+  uint64_t* q_empty = q_full + 1;
+  uint64_t* kv_full = q_empty + 1;
   uint64_t* kv_empty = kv_full + kSlots;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
+    mbarrier_init(q_full, kProducers);  // every producer thread's copies
+    mbarrier_init(q_empty, 2);          // both consumer warpgroups, done with the row's scores
     for (int s = 0; s < kSlots; ++s) {
       mbarrier_init(&kv_full[s], kProducers);
       mbarrier_init(&kv_empty[s], 2);
@@ -130,15 +81,29 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
   __syncthreads();
 
   if (tid >= kConsumers) {
-    // Producer: per row, its chunks into the ring.
+    // Producer: per row, Q, then its chunks into the ring.
     setmaxnreg_dec<kProducerRegs>();
     const int t = tid - kConsumers;
     const int c = t & 7, r8 = t >> 3;  // chunk c of rows r8 + 16 u
     Ring<kSlots> kr;
+    Ring<1> qr;
     for (int64_t m = blockIdx.x; m < p.M; m += gridDim.x) {
       const KeySet keys =
           key_set(m, kHd, p.rows[m], p.window, p.list, p.count, p.Kmax, t == 0, p.err);
       const int64_t n = keys.nw + keys.nc;
+      // Q's hi halves, heads r8 + 16 u, every slice, once the last row's scores are done.
+      mbarrier_wait(q_empty, qr.parity() ^ 1);
+      const uint16_t* qrow = p.q + m * kRows * 2 * kHd;
+#pragma unroll
+      for (int s = 0; s < kSlices; ++s)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int h = r8 + 16 * u;
+          cp_async16(smem + s * (kRows * 128) + h * 128 + ((c ^ (h & 7)) << 4),
+                     qrow + h * 2 * kHd + s * 64 + c * 8, true);
+        }
+      cp_async_mbarrier_arrive(q_full);
+      ++qr.use;
       // Keys r8 and r8 + 16 of each chunk: list entries a chunk ahead of their copies.
       int32_t entry[2] = {r8 < n ? keys.entry(r8) : 0, r8 + 16 < n ? keys.entry(r8 + 16) : 0};
       for (int64_t kb = 0; kb < n; kb += kKeys) {
@@ -158,10 +123,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
               const int r = r8 + 16 * j;  // absent keys land as zeros (P V multiplies them by 0)
-              cp_async16(ks + hl * kHalfBytes + s * kSliceBytes + r * 128 + ((c ^ (r & 7)) << 4),
-                         src[j] ? static_cast<const void*>(src[j] + hl * kHd + s * 64 + c * 8)
-                                : static_cast<const void*>(p.q_f32),
-                         src[j] != nullptr);
+              cp_async16(
+                  ks + hl * kHalfBytes + s * kSliceBytes + r * 128 + ((c ^ (r & 7)) << 4),
+                  src[j] ? static_cast<const void*>(src[j] + hl * kHd + s * 64 + c * 8) : p.q,
+                  src[j] != nullptr);
             }
         cp_async_mbarrier_arrive(&kv_full[kr.slot()]);
         ++kr.use;
@@ -178,25 +143,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
   const bool leader = (tid & 127) == 0;                   // arrives for its warpgroup
   float2* part = reinterpret_cast<float2*>(smem + kOffPart) + (tid & 127);  // [8][128]
   Ring<kSlots> kr;
+  Ring<1> qr;
   for (int64_t m = blockIdx.x; m < p.M; m += gridDim.x) {
     const KeySet keys = key_set(m, kHd, p.rows[m], p.window, p.list, p.count, p.Kmax, false, p.err);
     const int64_t n = keys.nw + keys.nc;
-    // The last row is done with Q, P and the rope table (its epilogue included); this row's
-    // table (the queries' rotation and the outputs' de-rotation), then its queries.
-    named_barrier_sync(kConsumerBar, kConsumers);
-    if (p.o.rope_pos) {
-      if (tid < p.o.rope_R) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
-      named_barrier_sync(kConsumerBar, kConsumers);
-    }
-    if (n > 0) {
-      stage_q(p, m, wg, smem, qred, rope_cs);
-      fence_proxy_async_smem();                      // the queries, for wgmma's reads
-      named_barrier_sync(kConsumerBar, kConsumers);  // ... both warpgroups' heads
-    }
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     float run_max[2] = {neg_inf(), neg_inf()}, run_sum[2] = {0.f, 0.f};
+    mbarrier_wait(q_full, qr.parity());
     for (int64_t kb = 0; kb < n; kb += kKeys) {
       mbarrier_wait(&kv_full[kr.slot()], kr.parity());
       fence_proxy_async_smem();  // the producer's cp.async writes, for wgmma's reads
@@ -228,6 +183,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
       wgmma_wait<0>();
       wgmma_fence_operands(a[0]);
       wgmma_fence_operands(a[1]);
+      const bool last = kb + kKeys >= n;
+      if (last && leader) mbarrier_arrive(q_empty);  // the row's Q is read
       if (wg == 0) {
 #pragma unroll
         for (int i = 0; i < 8; ++i)
@@ -309,6 +266,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
       wgmma_fence_operands(o);
       if (leader) mbarrier_arrive(&kv_empty[kr.slot()]);
       ++kr.use;
+    }
+    if (n == 0 && leader) mbarrier_arrive(q_empty);
+    ++qr.use;
+    // The de-rotation's table for this row (the last row's epilogue is past the barriers above
+    // or, for a row without keys, this one).
+    if (p.o.rope_pos) {
+      named_barrier_sync(kConsumerBar, kConsumers);
+      if (tid < p.o.rope_R) rope_table(p.o.rope_pos[m], p.o.rope_freq, p.o.rope_R, rope_cs);
+      named_barrier_sync(kConsumerBar, kConsumers);
     }
     store_wgmma_rows(p, m, wg, r0, tq, o, run_max, run_sum, rope_cs);
   }
