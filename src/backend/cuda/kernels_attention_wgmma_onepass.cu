@@ -14,9 +14,12 @@
 // the chunks into a ring of two slots; two consumer warpgroups split the head dims: warpgroup w
 // takes quarters 2 w and 2 w + 1 of every score (m64n32k16: 64 heads x 32 keys) and dims
 // [256 w, 256 w + 256) of the output. The scores' quarters add in order ((q0 + q1) + q2) + q3 as
-// the mma.sync kernel adds them: warpgroup 0 leaves q0 + q1 in shared memory, warpgroup 1 adds
-// its two and runs the chunk's softmax (each of its threads holds 8 of a head's 32 keys, the
-// mma.sync kernel's fragment), writing P and the chunk's running max and sum; both rescale their
+// the mma.sync kernel adds them, and the chunk's softmax is split by keys: warpgroup 0 takes
+// keys 0-15 (q2 and q3 of them from warpgroup 1), warpgroup 1 keys 16-31 (q0 + q1 from
+// warpgroup 0), each with the mma.sync kernel's fragment of its keys; the two halves' maxima
+// meet in shared memory, and each row's sum runs key by key as that kernel's, warpgroup 0's
+// half first, continued by warpgroup 1, which keeps the row's running sum. Both write their
+// half of P, rescale their
 // outputs and add P V (m64n256k16), then release the slot. Blocks are persistent (one per SM,
 // rows m = blockIdx.x + i * gridDim.x), so the producer loads the next row's Q and first chunks
 // while the consumers finish a row. Measured, the halved bytes took the kernel only ~8% faster:
@@ -49,9 +52,16 @@ constexpr int kHalfBytes = kSlices * kSliceBytes;
 constexpr int kSlotBytes = 2 * kHalfBytes;  // hi, then lo: 64 KiB
 constexpr int kOffSlots = kQBytes;
 constexpr int kOffP = kOffSlots + kSlots * kSlotBytes;  // P: 64 rows of 128 bytes (32 keys used)
-constexpr int kOffPart = kOffP + kRows * 128;           // q0 + q1: 16 floats a consumer thread
-constexpr int kOffStat = kOffPart + 128 * 16 * 4;       // per head: the new running max, the sum
-constexpr int kOffRope = kOffStat + 2 * kRows * 4;
+// The softmax's exchanges between the warpgroups, per consumer thread of a warpgroup: q0 + q1
+// of keys 16-31 (8 floats, warpgroup 0's), q2 and q3 of keys 0-15 (16, warpgroup 1's), the
+// first half of each row's sum (2, warpgroup 0's); per head: each warpgroup's chunk max, and
+// the row's final sum (warpgroup 1's, for warpgroup 0's epilogue; two rows apart).
+constexpr int kOffX01 = kOffP + kRows * 128;
+constexpr int kOffX23 = kOffX01 + 128 * 8 * 4;
+constexpr int kOffPSum = kOffX23 + 128 * 16 * 4;
+constexpr int kOffXMax = kOffPSum + 128 * 2 * 4;
+constexpr int kOffFinSum = kOffXMax + 2 * kRows * 4;
+constexpr int kOffRope = kOffFinSum + 2 * kRows * 4;
 constexpr int kOffBar = kOffRope + kHd * 4;
 constexpr size_t kSmemBytes = kOffBar + (2 + 2 * kSlots) * 8 + 1024;  // + alignment
 
@@ -61,8 +71,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   const uint32_t sbase = smem_u32(smem);
-  float* stat_max = reinterpret_cast<float*>(smem + kOffStat);
-  float* stat_sum = stat_max + kRows;
+  float* xmax = reinterpret_cast<float*>(smem + kOffXMax);       // [warpgroup][head]
+  float* fin_sum = reinterpret_cast<float*>(smem + kOffFinSum);  // [row parity][head]
   float* rope_cs = reinterpret_cast<float*>(smem + kOffRope);
   uint64_t* q_full = reinterpret_cast<uint64_t*>(smem + kOffBar);
   uint64_t* q_empty = q_full + 1;
@@ -141,7 +151,11 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
   const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int tq = lane & 3, r0 = warp * 16 + (lane >> 2);  // accumulator rows r0, r0 + 8
   const bool leader = (tid & 127) == 0;                   // arrives for its warpgroup
-  float2* part = reinterpret_cast<float2*>(smem + kOffPart) + (tid & 127);  // [8][128]
+  const int tt = tid & 127;
+  float2* x01 = reinterpret_cast<float2*>(smem + kOffX01) + tt;    // [4][128]
+  float2* x23 = reinterpret_cast<float2*>(smem + kOffX23) + tt;    // [8][128]
+  float2* psum = reinterpret_cast<float2*>(smem + kOffPSum) + tt;  // [128]
+  int parity = 0;                                                  // the row's fin_sum half
   Ring<kSlots> kr;
   Ring<1> qr;
   for (int64_t m = blockIdx.x; m < p.M; m += gridDim.x) {
@@ -185,67 +199,100 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
       wgmma_fence_operands(a[1]);
       const bool last = kb + kKeys >= n;
       if (last && leader) mbarrier_arrive(q_empty);  // the row's Q is read
+      // The chunk's softmax, split by keys: warpgroup 0 takes keys 0-15 (j = 0, 1 of a
+      // thread's fragment: s[k] holds key kb + 8 (k >> 2) + 2 tq + (k & 1) of head
+      // r0 + 8 ((k >> 1) & 1)), warpgroup 1 keys 16-31 (j = 2, 3), each adding the quarters
+      // ((q0 + q1) + q2) + q3 as the mma.sync kernel does, with the other's halves through
+      // shared memory; the row's max and sum combine across both in the mma.sync kernel's
+      // order (max is exact; the sum runs key by key, warpgroup 0's half first).
       if (wg == 0) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i)
-          part[i * 128] = make_float2((0.f + a[0][2 * i]) + a[1][2 * i],
-                                      (0.f + a[0][2 * i + 1]) + a[1][2 * i + 1]);
-      }
-      named_barrier_sync(kConsumerBar, kConsumers);  // q0 + q1 in
-      if (wg == 1) {
-        float* s = a[0];  // the scores, in place: key kb + 8 j + 2 tq + e in s[4 j + 2 r + e]
+        for (int i = 0; i < 4; ++i)
+          x01[i * 128] = make_float2((0.f + a[0][8 + 2 * i]) + a[1][8 + 2 * i],
+                                     (0.f + a[0][9 + 2 * i]) + a[1][9 + 2 * i]);
+      } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float2 prev = part[i * 128];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int k = 2 * i + e;
-            const int64_t key = kb + 8 * (k >> 2) + 2 * tq + e;
-            s[k] = key < n ? (((e ? prev.y : prev.x) + a[0][k]) + a[1][k]) * p.scale : neg_inf();
-          }
+        for (int i = 0; i < 4; ++i) {
+          x23[i * 128] = make_float2(a[0][2 * i], a[0][2 * i + 1]);
+          x23[(4 + i) * 128] = make_float2(a[1][2 * i], a[1][2 * i + 1]);
         }
-        unsigned char* ps = smem + kOffP;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float* v = s + 2 * r;
-          float mx = fmaxf(fmaxf(v[0], v[1]), fmaxf(v[4], v[5]));
-          mx = fmaxf(mx, fmaxf(fmaxf(v[8], v[9]), fmaxf(v[12], v[13])));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float nmax = fmaxf(run_max[r], mx);
-          float sum = 0.f;
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int i = 2 * r; i < 2 * r + 2; ++i) {
-              float& x = s[4 * j + i];
-              x = nmax == neg_inf() ? 0.f : expf(x - nmax);
-              sum += x;
-            }
-          sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-          sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-          const int rr = r0 + 8 * r;
-          if (tq == 0) {
-            stat_max[rr] = nmax;
-            stat_sum[rr] = sum;
-          }
-          // P's fp16 (the A operand, K-major: head rr's keys in its 128-byte row).
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            *reinterpret_cast<uint32_t*>(ps + rr * 128 + ((j ^ (rr & 7)) << 4) + tq * 4) =
-                half2_bits(__floats2half2_rn(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-        }
-        fence_proxy_async_smem();
       }
-      named_barrier_sync(kConsumerBar, kConsumers);  // P and the chunk's max and sum in
-      // The online softmax's rescale, then P V over this warpgroup's 256 dims.
+      named_barrier_sync(kConsumerBar, kConsumers);  // the halves in
+      float sv[8];  // this warpgroup's scores: sv[kk] is s[kk + 8 wg]
+      // (the accumulators indexed by constants only: a runtime index would put them in local
+      // memory)
+      if (wg == 0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 q2 = x23[i * 128], q3 = x23[(4 + i) * 128];
+          sv[2 * i] = (((0.f + a[0][2 * i]) + a[1][2 * i]) + q2.x) + q3.x;
+          sv[2 * i + 1] = (((0.f + a[0][2 * i + 1]) + a[1][2 * i + 1]) + q2.y) + q3.y;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 o01 = x01[i * 128];
+          sv[2 * i] = (o01.x + a[0][8 + 2 * i]) + a[1][8 + 2 * i];
+          sv[2 * i + 1] = (o01.y + a[0][9 + 2 * i]) + a[1][9 + 2 * i];
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) {
+        const int64_t key = kb + 16 * wg + 8 * (kk >> 2) + 2 * tq + (kk & 1);
+        sv[kk] = key < n ? sv[kk] * p.scale : neg_inf();
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = fmaxf(fmaxf(sv[2 * r], sv[2 * r + 1]), fmaxf(sv[2 * r + 4], sv[2 * r + 5]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        if (tq == 0) xmax[wg * kRows + r0 + 8 * r] = mx;
+      }
+      named_barrier_sync(kConsumerBar, kConsumers);  // both halves' maxima in
+      float nmax[2], half_sum[2];
+      unsigned char* ps = smem + kOffP;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int rr = r0 + 8 * r;
-        const float nmax = stat_max[rr];
-        const float corr = run_max[r] == neg_inf() ? 0.f : expf(run_max[r] - nmax);
-        run_sum[r] = run_sum[r] * corr + stat_sum[rr];
-        run_max[r] = nmax;
+        nmax[r] = fmaxf(run_max[r], fmaxf(xmax[rr], xmax[kRows + rr]));
+        float sum = 0.f;
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = sv[4 * jj + 2 * r + e];
+            x = nmax[r] == neg_inf() ? 0.f : expf(x - nmax[r]);
+            sum += x;
+          }
+        half_sum[r] = sum;
+        // P's fp16 (the A operand, K-major: head rr's keys in its 128-byte row).
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+          const int j = jj + 2 * wg;
+          *reinterpret_cast<uint32_t*>(ps + rr * 128 + ((j ^ (rr & 7)) << 4) + tq * 4) =
+              half2_bits(__floats2half2_rn(sv[4 * jj + 2 * r], sv[4 * jj + 2 * r + 1]));
+        }
+      }
+      if (wg == 0) psum[0] = make_float2(half_sum[0], half_sum[1]);
+      fence_proxy_async_smem();                      // P, for wgmma's reads
+      named_barrier_sync(kConsumerBar, kConsumers);  // P and warpgroup 0's half sums in
+      // The online softmax's rescale (and for warpgroup 1, which keeps the row's sum, the
+      // chunk's sum: warpgroup 0's half continued over its own keys, then the lanes), then P V
+      // over this warpgroup's 256 dims.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float corr = run_max[r] == neg_inf() ? 0.f : expf(run_max[r] - nmax[r]);
+        if (wg == 1) {
+          float sum = r ? psum[0].y : psum[0].x;
+#pragma unroll
+          for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) sum += sv[4 * jj + 2 * r + e];
+          sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+          sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+          run_sum[r] = run_sum[r] * corr + sum;
+        }
+        run_max[r] = nmax[r];
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
           o[4 * j + 2 * r] *= corr;
@@ -269,6 +316,18 @@ __global__ void __launch_bounds__(kThreads, 1) attention_onepass_kernel(WgmmaAtt
     }
     if (n == 0 && leader) mbarrier_arrive(q_empty);
     ++qr.use;
+    // Warpgroup 1 kept the row's sums; warpgroup 0's epilogue takes them from it (the halves
+    // alternate by row, so a row without keys cannot overwrite one still being read).
+    if (wg == 1 && tq == 0) {
+      fin_sum[parity * kRows + r0] = run_sum[0];
+      fin_sum[parity * kRows + r0 + 8] = run_sum[1];
+    }
+    named_barrier_sync(kConsumerBar, kConsumers);
+    if (wg == 0) {
+      run_sum[0] = fin_sum[parity * kRows + r0];
+      run_sum[1] = fin_sum[parity * kRows + r0 + 8];
+    }
+    parity ^= 1;
     // The de-rotation's table for this row (the last row's epilogue is past the barriers above
     // or, for a row without keys, this one).
     if (p.o.rope_pos) {
