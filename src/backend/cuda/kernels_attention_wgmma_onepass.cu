@@ -19,11 +19,11 @@
 // warpgroup 0), each with the mma.sync kernel's fragment of its keys; the two halves' maxima
 // meet in shared memory, and each row's sum runs key by key as that kernel's, warpgroup 0's
 // half first, continued by warpgroup 1, which keeps the row's running sum. Both write their
-// half of P, rescale their
-// outputs and add P V (m64n256k16), then release the slot. Blocks are persistent (one per SM,
-// rows m = blockIdx.x + i * gridDim.x), so the producer loads the next row's Q and first chunks
-// while the consumers finish a row. Measured, the halved bytes took the kernel only ~8% faster:
-// its consumers' steps, one after another, bound it (docs/perf.md, session of 2026-12-06).
+// half of P, rescale their outputs and add P V (m64n256k16), then release the slot. Blocks are
+// persistent (one per SM, rows m = blockIdx.x + i * gridDim.x), so the producer loads the next
+// row's Q and first chunks while the consumers finish a row. Measured, the halved bytes took
+// the kernel only ~8% faster: its consumers' steps, one after another, bound it (docs/perf.md,
+// session of 2026-12-06).
 #include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/launch.cuh"
