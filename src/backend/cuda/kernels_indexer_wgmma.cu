@@ -123,6 +123,34 @@ __device__ __forceinline__ void tile_scores(float (&s)[64], uint32_t qa, uint32_
   wgmma_fence_operands(s);
 }
 
+// Query q's heads (zero rows past nh, or all for a missing query) as fp16 in the swizzled
+// K-major layout at dst, by the 128 threads of a warpgroup (wt: this thread's index in it); with
+// kLo also their lo halves, kMaxKd * kQSub bytes on. All loads issue before the stores.
+template <int KD, bool kLo>
+__device__ __forceinline__ void stage_query(const IndexerArgs& g, int64_t q, int wt,
+                                            unsigned char* dst) {
+  constexpr int kF4 = kHeads * KD * 16, kPer = kF4 / 128;
+  float4 v[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int idx = u * 128 + wt, h = idx / (KD * 16), c4 = idx % (KD * 16);
+    v[u] = q < g.M && h < g.nh
+               ? __ldg(reinterpret_cast<const float4*>(g.q + (q * g.nh + h) * g.d) + c4)
+               : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int idx = u * 128 + wt, h = idx / (KD * 16), dim = (idx % (KD * 16)) * 4;
+    const int off =
+        (dim / 64) * kQSub + h * 128 + ((((dim % 64) / 8) ^ (h & 7)) * 16) + (dim % 8) * 2;
+    const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+    if constexpr (kLo)
+      store_hi_lo(dst + off, dst + kMaxKd * kQSub + off, x);
+    else
+      store_hi(dst + off, x);
+  }
+}
+
 // A tile's head sum for the calling warpgroup's query: entry wt's (the thread's index in the
 // warpgroup) sum over heads of w[h] * relu(s[h, wt]), where this thread holds heads h0 (weight w0)
 // and h0 + 8 (w1) at columns 8 j + 2 tq + {0, 1}: s[4 j + {0, 1}] and s[4 j + {2, 3}]. The
@@ -262,26 +290,7 @@ __global__ void __launch_bounds__(kPerRow ? 128 : kThreads, 1) indexer_wgmma_ker
       load_raw(0);
     else
       load_tile(0);
-    // This warpgroup's query as fp16 hi / lo in the swizzled K-major layout (zero rows for
-    // padded heads or a missing query); all loads issue before the stores.
-    constexpr int kF4 = kHeads * KD * 16, kPer = kF4 / 128;
-    float4 v[kPer];
-#pragma unroll
-    for (int u = 0; u < kPer; ++u) {
-      const int idx = u * 128 + wt, h = idx / (KD * 16), c4 = idx % (KD * 16);
-      v[u] = q < g.M && h < g.nh
-                 ? __ldg(reinterpret_cast<const float4*>(g.q + (q * g.nh + h) * g.d) + c4)
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-    unsigned char* my_q = qs + wg * kQBytes;
-#pragma unroll
-    for (int u = 0; u < kPer; ++u) {
-      const int idx = u * 128 + wt, h = idx / (KD * 16), dim = (idx % (KD * 16)) * 4;
-      const int off =
-          (dim / 64) * kQSub + h * 128 + ((((dim % 64) / 8) ^ (h & 7)) * 16) + (dim % 8) * 2;
-      const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-      store_hi_lo(my_q + off, my_q + kMaxKd * kQSub + off, x);
-    }
+    stage_query<KD, true>(g, q, wt, qs + wg * kQBytes);
   }
 
   // This thread's accumulator rows are heads h0 and h0 + 8.
@@ -400,25 +409,7 @@ __global__ void __launch_bounds__(kQuadThreads, 1) indexer_quad_kernel(IndexerAr
   const int warp = wt >> 5, lane = tid & 31;
   unsigned char* my_q = smem + wg * kQuadQBytes;
   if (live > 0) {
-    // This warpgroup's query as fp16 in the swizzled K-major layout (zero rows for padded heads
-    // or a missing query); all loads issue before the stores.
-    constexpr int kF4 = kHeads * KD * 16, kPer = kF4 / 128;
-    float4 v[kPer];
-#pragma unroll
-    for (int u = 0; u < kPer; ++u) {
-      const int idx = u * 128 + wt, h = idx / (KD * 16), c4 = idx % (KD * 16);
-      v[u] = q < g.M && h < g.nh
-                 ? __ldg(reinterpret_cast<const float4*>(g.q + (q * g.nh + h) * g.d) + c4)
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < kPer; ++u) {
-      const int idx = u * 128 + wt, h = idx / (KD * 16), dim = (idx % (KD * 16)) * 4;
-      const int off =
-          (dim / 64) * kQSub + h * 128 + ((((dim % 64) / 8) ^ (h & 7)) * 16) + (dim % 8) * 2;
-      const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-      store_hi(my_q + off, x);
-    }
+    stage_query<KD, false>(g, q, wt, my_q);
     fence_proxy_async_smem();         // the query, for wgmma's reads
     named_barrier_sync(1 + wg, 128);  // ... every thread's part of it
   }
