@@ -22,8 +22,8 @@
 // half of P, rescale their outputs and add P V (m64n256k16), then release the slot. Blocks are
 // persistent (one per SM, rows m = blockIdx.x + i * gridDim.x), so the producer loads the next
 // row's Q and first chunks while the consumers finish a row. Measured, the halved bytes took
-// the kernel only ~8% faster: its consumers' steps, one after another, bound it (docs/perf.md,
-// session of 2026-12-06).
+// the kernel only ~8% faster: its consumers' steps, one after another, bound it; splitting the
+// softmax over both warpgroups took 11% more off (docs/perf.md, sessions of 2026-12-06).
 #include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/half_split.cuh"
 #include "backend/cuda/launch.cuh"
