@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/device_info.h"
 #include "backend/cuda/kernels.h"
+#include "core/cpu_timer.h"
 #include "core/env.h"
 
 namespace deepinfer {
@@ -157,6 +158,9 @@ std::shared_ptr<void> DeviceContext::allocate(const std::shared_ptr<DeviceContex
     }
   }
   if (!ptr) {
+    // A section of its own under DEEPINFER_CPU_TIMER: a step that allocates past the cache
+    // pays cudaMalloc's host time (and, out of memory, a device sync in release_cached).
+    const ScopedCpuTimer timer("allocator: cudaMalloc (cache miss)");
     cudaError_t e = cudaMalloc(&ptr, size);
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
@@ -188,6 +192,7 @@ void DeviceContext::give_back(void* ptr, size_t bytes) {
 void DeviceContext::release_cached() {
   std::lock_guard<std::mutex> lock(mu_);
   if (cached_ == 0) return;
+  const ScopedCpuTimer timer("allocator: release cached blocks (device sync)");
   synchronize_all();
   for (auto& [size, blocks] : free_)
     for (void* p : blocks) cudaFree(p);
