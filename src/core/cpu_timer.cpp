@@ -54,14 +54,21 @@ std::string CpuTimers::report() {
   Totals& t = totals();
   std::lock_guard<std::mutex> lock(t.mu);
   if (t.order.empty()) return "";
-  double all = 0;
-  for (const auto& [name, v] : t.by_name) all += v.second;
-  std::string out = fmt::format("{:<24} {:>10} {:>12} {:>12} {:>7}\n", "cpu section", "calls",
-                                "total ms", "mean us", "share");
-  for (const auto& name : t.order) {
+  // Largest total first (sections nest: a step's enclosing section leads, then what it spends
+  // most in); each share is of the largest total, since nested sections' totals overlap.
+  std::vector<std::string> rows = t.order;
+  std::stable_sort(rows.begin(), rows.end(), [&](const std::string& a, const std::string& b) {
+    return t.by_name[a].second > t.by_name[b].second;
+  });
+  const double top = t.by_name[rows.front()].second;
+  size_t width = 24;
+  for (const auto& name : rows) width = std::max(width, name.size());
+  std::string out = fmt::format("{:<{}} {:>10} {:>12} {:>12} {:>8}\n", "cpu section", width,
+                                "calls", "total ms", "mean us", "of top");
+  for (const auto& name : rows) {
     const auto& [calls, secs] = t.by_name[name];
-    out += fmt::format("{:<24} {:>10} {:>12.3f} {:>12.2f} {:>6.1f}%\n", name, calls, secs * 1e3,
-                       secs / calls * 1e6, all > 0 ? 100 * secs / all : 0.0);
+    out += fmt::format("{:<{}} {:>10} {:>12.3f} {:>12.2f} {:>7.1f}%\n", name, width, calls,
+                       secs * 1e3, secs / calls * 1e6, top > 0 ? 100 * secs / top : 0.0);
   }
   return out;
 }

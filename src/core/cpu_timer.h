@@ -1,5 +1,6 @@
 // Named host-side section timers. With DEEPINFER_CPU_TIMER=1 every ScopedCpuTimer adds its wall
-// time to a per-name total, and a table (calls, total, mean, share) prints to stderr at exit.
+// time to a per-name total, and a table (calls, total, mean, share of the largest total; largest
+// first) prints to stderr at exit.
 // Disabled, a ScopedCpuTimer costs one branch.
 #pragma once
 
