@@ -118,8 +118,10 @@ constexpr VarSpec kVars[] = {
      "before it. 0 waits for every step's tokens before planning the next."},
     {"DEEPINFER_CPU_TIMER", VarType::kBool, "0",
      "Time named host sections (engine: schedule, prepare inputs, forward, sample, output "
-     "processing; model: forward, attention and MoE blocks; CUDA backend: every op's host side) "
-     "and print a summary table at exit. deepinfer bench clears it after each run's warm-up."},
+     "processing; model: forward, attention and MoE blocks; CUDA backend: every op's host side, "
+     "and the allocator's cudaMalloc on a cache miss and its release of cached blocks, which "
+     "waits for the device) and print a table at exit, largest total first. deepinfer bench "
+     "clears it after each run's warm-up."},
 };
 
 const char* type_name(VarType t) {
