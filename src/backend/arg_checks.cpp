@@ -51,13 +51,17 @@ void expect(const char* op, const char* name, const TensorView& t, Device device
 
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref, Device device) {
+  expect_shape_of(op, name, t, ref.dtype(), ref_name, ref, device);
+}
+
+void expect_shape_of(const char* op, const char* name, const TensorView& t, DType dtype,
+                     const char* ref_name, const TensorView& ref, Device device) {
   DI_CHECK(t.data() != nullptr || (t.ndim() > 0 && t.numel() == 0), ErrorCode::kInvalidArgument,
            "{}: {} is missing (expected the shape of {} {})", op, name, ref_name, ref.shape_str());
-  bool ok = t.dtype() == ref.dtype() && t.ndim() == ref.ndim();
+  bool ok = t.dtype() == dtype && t.ndim() == ref.ndim();
   for (int i = 0; ok && i < t.ndim(); ++i) ok = t.dim(i) == ref.dim(i);
   DI_CHECK(ok, ErrorCode::kInvalidArgument, "{}: {} is {} {}, expected {} {} like {}", op, name,
-           dtype_name(t.dtype()), t.shape_str(), dtype_name(ref.dtype()), ref.shape_str(),
-           ref_name);
+           dtype_name(t.dtype()), t.shape_str(), dtype_name(dtype), ref.shape_str(), ref_name);
   DI_CHECK(t.device() == device && t.is_contiguous(), ErrorCode::kInvalidArgument,
            "{}: {} {} must be a contiguous {} tensor", op, name, t.shape_str(),
            device_word(device));

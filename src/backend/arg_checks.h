@@ -19,6 +19,9 @@ void expect(const char* op, const char* name, const TensorView& t, Device device
 // Like expect(), with the dtype and shape of ref.
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref, Device device);
+// Like expect_like(), in `dtype` instead of ref's (an op's output in another dtype).
+void expect_shape_of(const char* op, const char* name, const TensorView& t, DType dtype,
+                     const char* ref_name, const TensorView& ref, Device device);
 // Throws unless the byte ranges of a and b are disjoint.
 void expect_no_alias(const char* op, const char* a_name, const TensorView& a, const char* b_name,
                      const TensorView& b);

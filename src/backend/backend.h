@@ -32,6 +32,14 @@ class Backend {
   // experts of moe_experts and the embedding table (fp32 on the CPU, bf16 on CUDA). Vectors and
   // small parameters (norm weights, biases, sinks, ape, mHC parameters) are always fp32.
   virtual DType weight_dtype() const { return DType::kF32; }
+  // The dtype a producer best writes a tensor of `rows` rows in whose only readers are products
+  // (matmul, grouped_matmul, moe_experts): weight_dtype() where the backend's products of that
+  // size round x to it anyway (writing it so saves them a cast pass over fp32), else F32. The
+  // ops that may write it: rms_norm, swiglu, and hc_pre_norm / hc_post_pre_norm's `normed`.
+  virtual DType product_input_dtype(int64_t rows) const {
+    (void)rows;
+    return DType::kF32;
+  }
 
   // ---- synchronisation guard -------------------------------------------------------------------
   // Between enter and leave, anything that would make the host wait for the device (a download,

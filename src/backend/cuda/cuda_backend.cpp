@@ -224,6 +224,10 @@ void expect_like(const char* op, const char* name, const TensorView& t, const ch
 
 // ---- backend: lifecycle, errors, memory --------------------------------------------------------
 
+DType CudaBackend::product_input_dtype(int64_t rows) const {
+  return bf16_product_inputs_ && rows > kDenseGemmMaxRows ? DType::kBF16 : DType::kF32;
+}
+
 // Uploads up to this size go through the pinned ring (asynchronous); larger ones (weights at
 // load time) copy synchronously from pageable memory.
 constexpr size_t kStagingBytes = size_t{64} << 20;
@@ -247,6 +251,7 @@ CudaBackend::CudaBackend(int device)
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");
   hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
   down_combine_ = env::get_bool("DEEPINFER_CUDA_DOWN_COMBINE");
+  bf16_product_inputs_ = env::get_bool("DEEPINFER_CUDA_BF16_PRODUCT_INPUTS");
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
         "CUDA backend: compute capability");
@@ -601,6 +606,14 @@ bool set_cuda_down_combine(Backend& backend, bool on) {
 int64_t cuda_fused_hc_pre_norm_calls(const Backend& backend) {
   const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
   return cuda ? cuda->fused_hc_pre_norm_calls() : 0;
+}
+
+bool set_cuda_bf16_product_inputs(Backend& backend, bool on) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
+  if (!cuda) return false;
+  const bool was = cuda->bf16_product_inputs();
+  cuda->set_bf16_product_inputs(on);
+  return was;
 }
 
 bool set_cuda_wgmma(Backend& backend, bool on) {

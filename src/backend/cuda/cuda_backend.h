@@ -51,5 +51,8 @@ bool set_cuda_hc_post_mix(Backend& backend, bool on);
 // that allows it (returns the previous setting; false off CUDA). For tests.
 int64_t cuda_down_combines(const Backend& backend);
 bool set_cuda_down_combine(Backend& backend, bool on);
+// Whether product_input_dtype may answer bf16 (DEEPINFER_CUDA_BF16_PRODUCT_INPUTS); returns the
+// previous setting (false off CUDA). For tests.
+bool set_cuda_bf16_product_inputs(Backend& backend, bool on);
 
 }  // namespace deepinfer

@@ -120,6 +120,9 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return Device::kCuda; }
   DType weight_dtype() const override { return DType::kBF16; }
+  // bf16 past the decode-sized rows (kDenseGemmMaxRows), whose tile kernels keep fp32 rows
+  // resident, unless DEEPINFER_CUDA_BF16_PRODUCT_INPUTS=0.
+  DType product_input_dtype(int64_t rows) const override;
 
   Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) override;
   void upload(const void* host, const TensorView& dst) override;
@@ -228,6 +231,9 @@ class CudaBackend final : public Backend {
   int64_t down_combines() const { return down_combines_; }
   void set_down_combine(bool on) { down_combine_ = on; }
   bool down_combine() const { return down_combine_; }
+  // Whether product_input_dtype may answer bf16 (DEEPINFER_CUDA_BF16_PRODUCT_INPUTS).
+  void set_bf16_product_inputs(bool on) { bf16_product_inputs_ = on; }
+  bool bf16_product_inputs() const { return bf16_product_inputs_; }
   // Whether hc_post_pre_norm may fold the mixing pass into the expansion
   // (DEEPINFER_CUDA_HC_POST_MIX).
   void set_hc_post_mix(bool on) { hc_post_mix_ = on; }
@@ -310,8 +316,9 @@ class CudaBackend final : public Backend {
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0,
           fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0, down_combines_ = 0;
-  bool hc_post_mix_ = true;   // DEEPINFER_CUDA_HC_POST_MIX
-  bool down_combine_ = true;  // DEEPINFER_CUDA_DOWN_COMBINE
+  bool hc_post_mix_ = true;          // DEEPINFER_CUDA_HC_POST_MIX
+  bool down_combine_ = true;         // DEEPINFER_CUDA_DOWN_COMBINE
+  bool bf16_product_inputs_ = true;  // DEEPINFER_CUDA_BF16_PRODUCT_INPUTS
   int64_t graph_key_ = 0;
   // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph
   // copies packet_host_ to packet_dev_ before its first node, one copy instead of one per

@@ -194,12 +194,17 @@ void CudaBackend::rms_norm(const TensorView& x, const TensorView& weight, float 
            dtype_name(x.dtype()), x.shape_str());
   const int64_t D = x.dim(-1);
   if (given(weight)) expect(op, "weight", weight, DType::kF32, {D});
-  expect_like(op, "out", out, "x", x);
+  const bool bf16_out = out.dtype() == DType::kBF16;  // a product's operand (backend.h)
+  if (bf16_out)
+    arg_checks::expect_shape_of(op, "out", out, DType::kBF16, "x", x, Device::kCuda);
+  else
+    expect_like(op, "out", out, "x", x);
   if (D == 0) return;
   const int64_t rows = x.numel() / D;
   DI_CHECK(rows <= INT_MAX, ErrorCode::kUnsupported, "rms_norm: {} rows exceed the grid", rows);
   check(launch_rms_norm(x.data_as<float>(), given(weight) ? weight.data_as<float>() : nullptr, eps,
-                        rows, D, out.data_as<float>(), ctx_->stream()),
+                        rows, D, bf16_out ? nullptr : out.data_as<float>(),
+                        bf16_out ? static_cast<uint16_t*>(out.data()) : nullptr, ctx_->stream()),
         op);
 }
 
@@ -253,9 +258,14 @@ void CudaBackend::swiglu(const TensorView& gate, const TensorView& up, float lim
   OpScope s(*this, op);
   expect(op, "gate", gate, DType::kF32, {kAny, kAny});
   expect_like(op, "up", up, "gate", gate);
-  expect_like(op, "out", out, "gate", gate);
+  const bool bf16_out = out.dtype() == DType::kBF16;  // a product's operand (backend.h)
+  if (bf16_out)
+    arg_checks::expect_shape_of(op, "out", out, DType::kBF16, "gate", gate, Device::kCuda);
+  else
+    expect_like(op, "out", out, "gate", gate);
   check(launch_swiglu(gate.data_as<float>(), up.data_as<float>(), limit, gate.numel(),
-                      out.data_as<float>(), nullptr, ctx_->stream()),
+                      bf16_out ? nullptr : out.data_as<float>(),
+                      bf16_out ? static_cast<uint16_t*>(out.data()) : nullptr, ctx_->stream()),
         op);
 }
 

@@ -63,7 +63,7 @@ void CudaBackend::moe_experts(const TensorView& x, const TensorView& idx, const 
                               const TensorView& out) {
   const char* op = "moe_experts";
   OpScope s(*this, op);
-  expect(op, "x", x, DType::kF32, {kAny, kAny});
+  expect2(op, "x", x, DType::kF32, DType::kBF16, {kAny, kAny});
   const int64_t M = x.dim(0), D = x.dim(1);
   expect(op, "idx", idx, DType::kI32, {M, kAny});
   const int64_t k = idx.dim(1);
@@ -79,10 +79,22 @@ void CudaBackend::moe_experts(const TensorView& x, const TensorView& idx, const 
   const bool device_path = E <= kMaxPlanExperts && D % 8 == 0 && I % 8 == 0 &&
                            aligned16(x.data()) && aligned16(experts.w1.data()) &&
                            aligned16(experts.w3.data()) && aligned16(experts.w2.data());
+  // bf16 x (Backend::product_input_dtype) is what every path rounds x to: the wgmma tiles stage
+  // it as it is; the other paths take its exact fp32 values.
+  const bool stages_bf16 = device_path && moe_tile_rows(M * k, E, wgmma_) == kMoeWgmmaTileRows;
+  Tensor widened;
+  TensorView xin = x;
+  if (x.dtype() == DType::kBF16 && !stages_bf16) {
+    widened = empty({M, D});
+    check(launch_bf16_to_f32(static_cast<const uint16_t*>(x.data()), widened.data_as<float>(),
+                             M * D, ctx_->stream()),
+          op);
+    xin = widened.view();
+  }
   if (device_path)
-    moe_experts_on_device(x, idx, weights, experts, limit, plan, out);
+    moe_experts_on_device(xin, idx, weights, experts, limit, plan, out);
   else
-    moe_experts_host_plan(x, idx, weights, experts, limit, out);
+    moe_experts_host_plan(xin, idx, weights, experts, limit, out);
 }
 
 void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& idx,
@@ -111,9 +123,14 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   auto* actp = static_cast<uint16_t*>(act.get());
   auto* yp = static_cast<float*>(y.get());
   if (wgmma) {
-    // The wgmma tiles stage bf16 rows by cp.async: x is cast once (M rows, not R).
-    std::shared_ptr<void> xb = to_bf16(op, x.data_as<float>(), M * D);
-    check(launch_moe_up_wgmma(static_cast<const uint16_t*>(xb.get()), row_token, offsets, tiles,
+    // The wgmma tiles stage bf16 rows by cp.async: fp32 x is cast once (M rows, not R).
+    std::shared_ptr<void> xb;
+    const void* xbf = x.data();
+    if (x.dtype() == DType::kF32) {
+      xb = to_bf16(op, x.data_as<float>(), M * D);
+      xbf = xb.get();
+    }
+    check(launch_moe_up_wgmma(static_cast<const uint16_t*>(xbf), row_token, offsets, tiles,
                               num_tiles, max_tiles, w1, w3, E, I, D, limit, actp, ctx_->stream()),
           op);
     check(launch_moe_down_wgmma(actp, offsets, tiles, num_tiles, max_tiles, w2, E, D, I, yp,

@@ -15,10 +15,21 @@ struct HcShape {
 };
 
 // hc_pre's and hc_pre_norm's checks of X and the mixing weights and outputs; `out` is the
-// collapsed or the normed rows.
+// collapsed rows (fp32) or the normed ones (fp32, or bf16 where bf16_out: a product's operand).
+// A normed output's rows for the kernels (checked F32 or BF16).
+NormedOut normed_out(const TensorView& t) {
+  NormedOut o;
+  if (t.dtype() == DType::kBF16)
+    o.bf16 = static_cast<uint16_t*>(t.data());
+  else
+    o.f32 = t.data_as<float>();
+  return o;
+}
+
 HcShape check_hc_pre(const char* op, const TensorView& X, const TensorView& fn,
                      const TensorView& base, const TensorView& scale, const char* out_name,
-                     const TensorView& out, const TensorView& post, const TensorView& comb) {
+                     const TensorView& out, const TensorView& post, const TensorView& comb,
+                     bool bf16_out = false) {
   expect(op, "X", X, DType::kF32, {kAny, kAny, kAny});
   const int64_t M = X.dim(0), hc = X.dim(1), D = X.dim(2), nmix = (2 + hc) * hc;
   DI_CHECK(hc >= 1 && D >= 1, ErrorCode::kInvalidArgument, "{}: X {} has no streams", op,
@@ -28,7 +39,10 @@ HcShape check_hc_pre(const char* op, const TensorView& X, const TensorView& fn,
   expect(op, "fn", fn, DType::kF32, {nmix, hc * D});
   expect(op, "base", base, DType::kF32, {nmix});
   expect(op, "scale", scale, DType::kF32, {3});
-  expect(op, out_name, out, DType::kF32, {M, D});
+  if (bf16_out)
+    expect2(op, out_name, out, DType::kF32, DType::kBF16, {M, D});
+  else
+    expect(op, out_name, out, DType::kF32, {M, D});
   expect(op, "post", post, DType::kF32, {M, hc});
   expect(op, "comb", comb, DType::kF32, {M, hc, hc});
   expect_no_alias(op, out_name, out, "X", X);
@@ -77,14 +91,15 @@ void CudaBackend::hc_pre_norm(const TensorView& X, const TensorView& fn, const T
   const char* op = "hc_pre_norm";
   {
     OpScope s(*this, op);
-    const auto [M, hc, D] = check_hc_pre(op, X, fn, base, scale, "normed", normed, post, comb);
+    const auto [M, hc, D] =
+        check_hc_pre(op, X, fn, base, scale, "normed", normed, post, comb, /*bf16_out=*/true);
     if (given(norm_weight)) expect(op, "norm_weight", norm_weight, DType::kF32, {D});
     const float* w = given(norm_weight) ? norm_weight.data_as<float>() : nullptr;
-    if (hc_pre_norm_fused(hc, D, w, normed.data_as<float>())) {
+    if (hc_pre_norm_fused(hc, D, w, normed.data())) {
       const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, (2 + hc) * hc) * 4);
       check(launch_hc_pre_norm(X.data_as<float>(), M, hc, D, fn.data_as<float>(),
                                base.data_as<float>(), scale.data_as<float>(), sinkhorn_iters,
-                               hc_eps, norm_eps, w, normed.data_as<float>(), post.data_as<float>(),
+                               hc_eps, norm_eps, w, normed_out(normed), post.data_as<float>(),
                                comb.data_as<float>(), static_cast<float*>(partial.get()),
                                ctx_->num_sms(), ctx_->stream()),
             op);
@@ -117,16 +132,17 @@ void CudaBackend::hc_post_pre_norm(const TensorView& X, const TensorView& y, con
   if (hc_post_mix_) {  // else the two ops in turn check their own arguments
     OpScope s(*this, op);
     const auto [M, hc, D] = check_hc_post(op, X, y, post, comb, out);
-    check_hc_pre(op, out, fn, base, scale, "normed", normed, next_post, next_comb);
+    check_hc_pre(op, out, fn, base, scale, "normed", normed, next_post, next_comb,
+                 /*bf16_out=*/true);
     if (given(norm_weight)) expect(op, "norm_weight", norm_weight, DType::kF32, {D});
     const float* w = given(norm_weight) ? norm_weight.data_as<float>() : nullptr;
-    if (hc_post_mix_fused(M, hc, D, w, normed.data_as<float>()) && aligned16(fn.data())) {
+    if (hc_post_mix_fused(M, hc, D, w, normed.data()) && aligned16(fn.data())) {
       const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, (2 + hc) * hc) * 4);
       check(launch_hc_post_pre_norm(
                 X.data_as<float>(), y.data_as<float>(), post.data_as<float>(),
                 comb.data_as<float>(), M, hc, D, out.data_as<float>(), fn.data_as<float>(),
                 base.data_as<float>(), scale.data_as<float>(), sinkhorn_iters, hc_eps, norm_eps, w,
-                normed.data_as<float>(), next_post.data_as<float>(), next_comb.data_as<float>(),
+                normed_out(normed), next_post.data_as<float>(), next_comb.data_as<float>(),
                 static_cast<float*>(partial.get()), ctx_->stream()),
             op);
       ++hc_post_mix_calls_;

@@ -48,13 +48,16 @@ cudaError_t launch_copy_batch(const CopyDesc* descs, int64_t n, cudaStream_t str
 cudaError_t launch_copy_rows(const void* src, int64_t src_pitch, void* dst, int64_t M,
                              int64_t width, cudaStream_t stream);
 cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream);
+// The exact fp32 values of n bf16 ones.
+cudaError_t launch_bf16_to_f32(const uint16_t* in, float* out, int64_t n, cudaStream_t stream);
 // out[m] = table[ids[m]] as fp32; table_bf16 selects the table dtype. D columns.
 cudaError_t launch_embedding(const int32_t* ids, int64_t M, const void* table, bool table_bf16,
                              int64_t V, int64_t D, float* out, int32_t* err, cudaStream_t stream);
 cudaError_t launch_add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
-// Rows of D: out = x * rsqrt(mean(x^2) + eps) [* weight]; out may equal x.
+// Rows of D: out = x * rsqrt(mean(x^2) + eps) [* weight]; out may equal x. Exactly one of out
+// (fp32) and out_bf16 (the same values rounded to bf16 as launch_f32_to_bf16 rounds them).
 cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t D,
-                            float* out, cudaStream_t stream);
+                            float* out, uint16_t* out_bf16, cudaStream_t stream);
 // launch_rms_norm of x [M * H rows of hd] into out, then launch_rope on out, in one pass
 // where rms_norm_rope_fused (the same bits as the two in turn).
 bool rms_norm_rope_fused(const float* x, const float* weight, int64_t hd, int64_t R,
@@ -84,10 +87,17 @@ cudaError_t launch_hc_pre(const float* X, int64_t M, int64_t hc, int64_t D, cons
 // hc_pre, then rms_norm(collapsed, norm_w (null: unweighted), norm_eps) into normed, in one
 // launch after the mixing pass: the same bits as launch_hc_pre then launch_rms_norm. Where
 // hc_pre_norm_fused() holds (V4's 4 streams of up to 4096 columns; 16-byte aligned normed, norm_w).
-bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const float* normed);
+// normed: fp32 rows, or NormedOut::bf16 ones (rounded as launch_f32_to_bf16 rounds them: a
+// product's operand made here instead of by a cast).
+struct NormedOut {
+  float* f32 = nullptr;
+  uint16_t* bf16 = nullptr;
+  const void* ptr() const { return f32 ? static_cast<const void*>(f32) : bf16; }
+};
+bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const void* normed);
 cudaError_t launch_hc_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                                const float* base, const float* scale, int iters, float hc_eps,
-                               float norm_eps, const float* norm_w, float* normed, float* post,
+                               float norm_eps, const float* norm_w, NormedOut normed, float* post,
                                float* comb, float* partial, int sms, cudaStream_t stream);
 cudaError_t launch_hc_post(const float* X, const float* y, const float* post, const float* comb,
                            int64_t M, int64_t hc, int64_t D, float* out, cudaStream_t stream);
@@ -95,12 +105,12 @@ cudaError_t launch_hc_post(const float* X, const float* y, const float* post, co
 // expansion (each block forms the partials of the chunks it writes, by the mixing kernel's
 // chains: the same bits) where hc_post_mix_fused() holds: decode-sized M (fn is staged per row),
 // D a multiple of the 128-column chunk, hc <= 4, and hc_pre_norm_fused().
-bool hc_post_mix_fused(int64_t M, int64_t hc, int64_t D, const float* norm_w, const float* normed);
+bool hc_post_mix_fused(int64_t M, int64_t hc, int64_t D, const float* norm_w, const void* normed);
 cudaError_t launch_hc_post_pre_norm(const float* X, const float* y, const float* post,
                                     const float* comb, int64_t M, int64_t hc, int64_t D, float* out,
                                     const float* fn, const float* base, const float* scale,
                                     int iters, float hc_eps, float norm_eps, const float* norm_w,
-                                    float* normed, float* next_post, float* next_comb,
+                                    NormedOut normed, float* next_post, float* next_comb,
                                     float* partial, cudaStream_t stream);
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                            const float* base, const float* scale, float hc_eps, float norm_eps,

@@ -106,6 +106,16 @@ __device__ __forceinline__ float4 scale4(const float4& v, float inv, const float
   return make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
 }
 
+// Stores 4 values at column i of a row: into out (fp32), or where out_bf16 is given, into it
+// rounded to bf16 as launch_f32_to_bf16 rounds them (a product's operand made by its producer).
+// 16-byte aligned fp32 rows, 8-byte aligned bf16 ones.
+__device__ __forceinline__ void store4(float* out, uint16_t* out_bf16, int64_t i, const float4& v) {
+  if (out_bf16)
+    *reinterpret_cast<uint2*>(out_bf16 + i) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+  else
+    *reinterpret_cast<float4*>(out + i) = v;
+}
+
 // SwiGLU of one gate / up pair with V4's clamps (limit > 0). Every kernel computing it goes
 // through this, so that they give the same bits.
 __device__ __forceinline__ float swiglu1(float g, float u, float limit) {

@@ -26,6 +26,13 @@ __global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
 // 8 elements per step (two 16-byte loads, one 16-byte store: prefill's casts of activations
 // move hundreds of MB) where both ends are 16-byte aligned; the last n % 8 one per thread.
 // Every element rounds as in f32_to_bf16_kernel.
+__global__ void bf16_to_f32_kernel(const uint16_t* in, float* out, int64_t n) {
+  wait_for_prior_grid();
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = bf16_bits_to_f32(in[i]);
+}
+
 __global__ void f32_to_bf16_x8_kernel(const float* in, uint16_t* out, int64_t n) {
   wait_for_prior_grid();
   const int64_t n8 = n / 8, first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -111,8 +118,10 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n
 // trailing 2 R dims in the same pass (rows are heads of hd = D; row r belongs to position
 // pos[r / H]): the values of this kernel and rope_kernel in turn. (D - 2 R) % 4 == 0, so a float4
 // holds two whole pairs or none.
+// out_bf16 (no RoPE): the rows rounded to bf16 instead (store4).
 __global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int64_t D, int64_t H,
-                                 const int32_t* pos, const float* freq, int64_t R, float* out) {
+                                 const int32_t* pos, const float* freq, int64_t R, float* out,
+                                 uint16_t* out_bf16) {
   wait_for_prior_grid();
   __shared__ float red[32];
   const int64_t i = threadIdx.x * int64_t{4};
@@ -129,24 +138,26 @@ __global__ void rms_norm4_kernel(const float* x, const float* w, float eps, int6
     rotate_pair(v.x, v.y, p, freq[pair], 1.f);
     rotate_pair(v.z, v.w, p, freq[pair + 1], 1.f);
   }
-  *reinterpret_cast<float4*>(out + blockIdx.x * D + i) = v;
+  store4(out, out_bf16, blockIdx.x * D + i, v);
 }
 
 // One block per row (any D). The whole row is read (sum of squares) before any write, so out may
-// be x.
-__global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t D, float* out) {
+// be x. out_bf16: the rows rounded to bf16 instead.
+__global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t D, float* out,
+                                uint16_t* out_bf16) {
   wait_for_prior_grid();
   __shared__ float red[32];
   const float* xr = x + blockIdx.x * D;
-  float* orow = out + blockIdx.x * D;
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += xr[i] * xr[i];
   ss = block_sum(ss, red);
   const float inv = 1.f / sqrtf(ss / static_cast<float>(D) + eps);
-  if (w) {
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) orow[i] = xr[i] * inv * w[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) orow[i] = xr[i] * inv;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    const float v = w ? xr[i] * inv * w[i] : xr[i] * inv;
+    if (out_bf16)
+      out_bf16[blockIdx.x * D + i] = f32_to_bf16_bits(v);
+    else
+      out[blockIdx.x * D + i] = v;
   }
 }
 
@@ -196,6 +207,11 @@ __global__ void gather_rows_bf16_kernel(const float* x, const int32_t* rows, int
 
 }  // namespace
 
+cudaError_t launch_bf16_to_f32(const uint16_t* in, float* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  return launch_kernel(bf16_to_f32_kernel, grid_for(n), kThreads, 0, stream, in, out, n);
+}
+
 cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
@@ -219,19 +235,20 @@ cudaError_t launch_add(const float* a, const float* b, float* out, int64_t n, cu
 }
 
 cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t D,
-                            float* out, cudaStream_t stream) {
+                            float* out, uint16_t* out_bf16, cudaStream_t stream) {
   if (rows <= 0 || D <= 0) return cudaSuccess;
+  if ((out == nullptr) == (out_bf16 == nullptr)) return cudaErrorInvalidValue;
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  if (D % 4 == 0 && D <= kRmsNorm4MaxCols && aligned(x) && aligned(out) &&
-      (!weight || aligned(weight))) {
+  if (D % 4 == 0 && D <= kRmsNorm4MaxCols && aligned(x) &&
+      (out ? aligned(out) : aligned(out_bf16)) && (!weight || aligned(weight))) {
     const int64_t threads = (D / 4 + 31) / 32 * 32;
     return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(rows),
                          static_cast<unsigned>(threads), 0, stream, x, weight, eps, D, int64_t{1},
                          static_cast<const int32_t*>(nullptr), static_cast<const float*>(nullptr),
-                         int64_t{0}, out);
+                         int64_t{0}, out, out_bf16);
   }
   return launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, weight,
-                       eps, D, out);
+                       eps, D, out, out_bf16);
 }
 
 bool rms_norm_rope_fused(const float* x, const float* weight, int64_t hd, int64_t R,
@@ -250,7 +267,7 @@ cudaError_t launch_rms_norm_rope(const float* x, const float* weight, float eps,
   const int64_t threads = (hd / 4 + 31) / 32 * 32;
   return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(M * H),
                        static_cast<unsigned>(threads), 0, stream, x, weight, eps, hd, H, positions,
-                       inv_freq, R, out);
+                       inv_freq, R, out, static_cast<uint16_t*>(nullptr));
 }
 
 cudaError_t launch_rope(float* x, int64_t M, int64_t H, int64_t hd, const int32_t* positions,

@@ -264,7 +264,7 @@ __device__ __forceinline__ void workers_sync(int threads) {
 __global__ void __launch_bounds__(kThreads)
     hc_pre_norm_kernel(const float* X, int hc, int64_t D, const float* partial, int nchunks,
                        const float* base, const float* scale, int iters, float hc_eps,
-                       float norm_eps, const float* norm_w, float* normed, float* post,
+                       float norm_eps, const float* norm_w, NormedOut normed, float* post,
                        float* comb) {
   wait_for_prior_grid();
   __shared__ float mix[kMaxMix + 1];
@@ -317,7 +317,7 @@ __global__ void __launch_bounds__(kThreads)
   const float inv = inv_rms(warp_sum(ss), D, norm_eps);
   for (int64_t i = d0 + 4 * int64_t{threadIdx.x - first}; i < d1; i += 4 * int64_t{workers}) {
     const float4 v = *reinterpret_cast<const float4*>(slice + (i - d0));
-    *reinterpret_cast<float4*>(normed + m * D + i) = scale4(v, inv, norm_w, i);
+    store4(normed.f32, normed.bf16, m * D + i, scale4(v, inv, norm_w, i));
   }
   if (parts > 1) {  // no block leaves while a peer may still read its warp sums
     cluster_arrive();
@@ -487,7 +487,7 @@ unsigned norm_parts(int64_t M, int64_t D) {
 // hc_pre_norm_kernel over the mixing partials (chunk sums) of X.
 cudaError_t launch_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D, const float* partial,
                             int nchunks, const float* base, const float* scale, int iters,
-                            float hc_eps, float norm_eps, const float* norm_w, float* normed,
+                            float hc_eps, float norm_eps, const float* norm_w, NormedOut normed,
                             float* post, float* comb, cudaStream_t stream) {
   const unsigned parts = norm_parts(M, D);
   return launch_kernel_clustered(hc_pre_norm_kernel, dim3(static_cast<unsigned>(M), parts),
@@ -502,7 +502,7 @@ constexpr int64_t kPostMixMaxRows = 8;
 
 }  // namespace
 
-bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const float* normed) {
+bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const void* normed) {
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   return hc >= 1 && hc * hc <= 32 && D % 4 == 0 && D <= kNormMaxCols && aligned(normed) &&
          (!norm_w || aligned(norm_w));
@@ -510,10 +510,12 @@ bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const float* 
 
 cudaError_t launch_hc_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                                const float* base, const float* scale, int iters, float hc_eps,
-                               float norm_eps, const float* norm_w, float* normed, float* post,
+                               float norm_eps, const float* norm_w, NormedOut normed, float* post,
                                float* comb, float* partial, int sms, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
-  if (!hc_pre_norm_fused(hc, D, norm_w, normed) || M > INT_MAX) return cudaErrorInvalidValue;
+  if ((normed.f32 == nullptr) == (normed.bf16 == nullptr) ||
+      !hc_pre_norm_fused(hc, D, norm_w, normed.ptr()) || M > INT_MAX)
+    return cudaErrorInvalidValue;
   const int nmix = static_cast<int>((2 + hc) * hc);
   int nchunks = 0;
   cudaError_t e = launch_mix_partial(X, M, hc * D, fn, nmix, partial, &nchunks, sms, stream);
@@ -522,7 +524,7 @@ cudaError_t launch_hc_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D,
                          norm_w, normed, post, comb, stream);
 }
 
-bool hc_post_mix_fused(int64_t M, int64_t hc, int64_t D, const float* norm_w, const float* normed) {
+bool hc_post_mix_fused(int64_t M, int64_t hc, int64_t D, const float* norm_w, const void* normed) {
   return M >= 1 && M <= kPostMixMaxRows && hc <= 4 && D % kMixChunk == 0 &&
          hc * D / kMixChunk <= 65535 && hc_pre_norm_fused(hc, D, norm_w, normed);
 }
@@ -531,10 +533,12 @@ cudaError_t launch_hc_post_pre_norm(const float* X, const float* y, const float*
                                     const float* comb, int64_t M, int64_t hc, int64_t D, float* out,
                                     const float* fn, const float* base, const float* scale,
                                     int iters, float hc_eps, float norm_eps, const float* norm_w,
-                                    float* normed, float* next_post, float* next_comb,
+                                    NormedOut normed, float* next_post, float* next_comb,
                                     float* partial, cudaStream_t stream) {
   if (M <= 0) return cudaSuccess;
-  if (!hc_post_mix_fused(M, hc, D, norm_w, normed) || (reinterpret_cast<uintptr_t>(fn) & 15) != 0)
+  if ((normed.f32 == nullptr) == (normed.bf16 == nullptr) ||
+      !hc_post_mix_fused(M, hc, D, norm_w, normed.ptr()) ||
+      (reinterpret_cast<uintptr_t>(fn) & 15) != 0)
     return cudaErrorInvalidValue;
   const int nmix = static_cast<int>((2 + hc) * hc);
   if (nmix + 1 > kMixChunk) return cudaErrorInvalidValue;

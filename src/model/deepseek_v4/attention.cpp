@@ -273,7 +273,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   // backend's attention normalises and rotates them as it reads them (raw_q), it gets wq_b's
   // output; else they are normalised beside the key chain.
   const Tensor& qa = xp[0];
-  Tensor qr = b.empty({T, c.q_lora_rank});
+  Tensor qr = b.empty({T, c.q_lora_rank}, b.product_input_dtype(T));  // read by products only
   const bool raw_q = b.attention_normalises_raw_q(T, H, hd, inv_freq.dim(0));
   Tensor q_raw = b.empty({T * H, hd});
   Tensor q = raw_q ? Tensor() : b.empty({T, H, hd});

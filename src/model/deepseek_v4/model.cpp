@@ -49,7 +49,9 @@ Streams hc_site(Backend& b, const ModelConfig& c, const HcWeights& hc, const Ten
   const int64_t S = in.X.dim(0);
   const int n = c.hc_mult, D = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
-  Tensor normed = b.empty({S, D}), post = b.empty({S, n}), comb = b.empty({S, n, n});
+  // The block's input is read only by products (its projections, the routed experts).
+  Tensor normed = b.empty({S, D}, b.product_input_dtype(S));
+  Tensor post = b.empty({S, n}), comb = b.empty({S, n, n});
   Tensor X = in.X;
   if (in.y.defined()) {
     X = b.empty({S, n, D});

@@ -28,7 +28,7 @@ Tensor moe_block(Backend& b, const ModelConfig& c, const MoeWeights& w, const Te
   const Tensor& logits = xp[0];
   Tensor weights = b.empty({S, k});
   Tensor idx = b.empty({S, k}, DType::kI32);
-  Tensor h = b.empty({S, I});
+  Tensor h = b.empty({S, I}, b.product_input_dtype(S));  // read by the shared w2 only
   Tensor out = b.empty({S, c.hidden_size});
   Tensor plan;
   {
