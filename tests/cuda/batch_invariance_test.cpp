@@ -2,7 +2,8 @@
 // layer, 16 routed experts) are bitwise the same alone and inside batches of companions with
 // other contexts: what the engine's determinism per seq_seed rests on, checked where the kernels
 // change shape with the batch (dense products 1 / 16 / 64 rows, the experts' narrow and wide
-// tiles, the decode indexer's top-k width, attention splits). Skips without a GPU.
+// tiles, the decode indexer's top-k width, attention splits); and a prefill's requested rows are
+// those of a forward returning every row. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -63,6 +64,38 @@ TEST(BatchInvarianceCuda, DecodeRowsDoNotDependOnTheirBatchAtModelShapes) {
     EXPECT_EQ(differ, 0) << "batch " << batch << ": " << differ << " of " << V
                          << " logits of the row differ from the row alone";
   }
+}
+
+// A prefill batch asking for some rows' logits gets exactly those rows of the same batch asking
+// for all of them: the last mHC expansion and the head then run on the requested rows alone, with
+// the kernels of fewer rows.
+TEST(BatchInvarianceCuda, RequestedRowsAreTheRowsOfAnAllRowsForward) {
+  REQUIRE_GPU();
+  std::unique_ptr<Backend> gpu = make_cuda_backend();
+  bench::PresetOptions preset;
+  preset.preset = "v4-flash";
+  preset.num_experts = 16;
+  preset.layer_types = {"hca"};
+  const std::unique_ptr<Model> model = bench::make_random_model(preset, 9, *gpu);
+  const int64_t V = model->config().vocab_size, lens[2] = {300, 40};
+  std::vector<int32_t> ids(300);
+  for (size_t t = 0; t < ids.size(); ++t) ids[t] = static_cast<int32_t>((7919 * t + 3) % V);
+  using Logits = Model::BatchItem::Logits;
+  auto forward = [&](Logits first, Logits second) {
+    std::vector<SequenceState> states;
+    for (int i = 0; i < 2; ++i) states.push_back(model->new_state());
+    const Model::BatchItem items[2] = {
+        {std::span<const int32_t>(ids.data(), lens[0]), &states[0], first},
+        {std::span<const int32_t>(ids.data(), lens[1]), &states[1], second}};
+    const Tensor l = model->forward_batch(items);
+    return std::vector<float>(l.data_as<float>(), l.data_as<float>() + l.numel());
+  };
+  const std::vector<float> all = forward(Logits::kAll, Logits::kAll);
+  ASSERT_EQ(static_cast<int64_t>(all.size()), 340 * V);
+  const std::vector<float> some = forward(Logits::kLast, Logits::kAll);
+  std::vector<float> want(all.begin() + 299 * V, all.begin() + 300 * V);
+  want.insert(want.end(), all.begin() + 300 * V, all.end());
+  EXPECT_TRUE(some == want);
 }
 
 }  // namespace

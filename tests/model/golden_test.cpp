@@ -89,6 +89,36 @@ TEST_P(Golden, BatchedSequencesMatchTheReference) {
   }
 }
 
+// A batch asking for some rows' logits (a prompt's last, none, every one) gets those rows of the
+// same batch asking for all of them: the last mHC expansion and the head run on the requested
+// rows alone (the CPU's mixing GEMM rounds by its row count, hence a tolerance; the CUDA kernels
+// give the same bits: tests/cuda/batch_invariance_test.cpp).
+TEST_P(Golden, RequestedRowsAreTheRowsOfAnAllRowsForward) {
+  const std::string name = GetParam();
+  const Fixture f = load_fixture(name);
+  auto backend = make_cpu_backend();
+  auto model = deepseek_v4::Model::load(kGolden + name, *backend);
+  const int64_t V = model->config().vocab_size, S = f.ids.size();
+  using Logits = deepseek_v4::Model::BatchItem::Logits;
+  const int64_t lens[3] = {S, 37, 20};
+  auto forward = [&](const Logits(&want)[3]) {
+    std::vector<deepseek_v4::SequenceState> states;
+    for (int i = 0; i < 3; ++i) states.push_back(model->new_state());
+    std::vector<deepseek_v4::Model::BatchItem> items;
+    for (int i = 0; i < 3; ++i)
+      items.push_back({std::span<const int32_t>(f.ids.data(), lens[i]), &states[i], want[i]});
+    const Tensor l = model->forward_batch(items);
+    return std::vector<float>(l.data_as<float>(), l.data_as<float>() + l.numel());
+  };
+  const std::vector<float> all = forward({Logits::kAll, Logits::kAll, Logits::kAll});
+  ASSERT_EQ(static_cast<int64_t>(all.size()), (S + 37 + 20) * V);
+  const std::vector<float> some = forward({Logits::kLast, Logits::kNone, Logits::kAll});
+  ASSERT_EQ(static_cast<int64_t>(some.size()), (1 + 20) * V);
+  std::vector<float> want(all.begin() + (S - 1) * V, all.begin() + S * V);  // the first's last
+  want.insert(want.end(), all.begin() + (S + 37) * V, all.end());           // the third's rows
+  EXPECT_LE(rel_l2(some, want), 1e-6) << name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("tiny-a", "tiny-b", "tiny-c"));
 
 TEST(GoldenCli, LogitsSubcommandWritesTheSameLogits) {

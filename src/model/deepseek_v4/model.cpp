@@ -37,6 +37,25 @@ struct Streams {
     b.hc_post(X, y, post, comb, next);
     return next;
   }
+  // The same streams at rows `rows` (I32 [R] on the device) only, gathered before the expansion:
+  // every step of it and of the head works row by row.
+  Streams gathered(Backend& b, const Tensor& rows) const {
+    const int64_t R = rows.dim(0), n = X.dim(1), D = X.dim(2);
+    auto gather = [&](const Tensor& t, int64_t width) {
+      Tensor out = b.empty({R, width});
+      b.embedding(rows, t.view().reshape({t.dim(0), width}), out);  // a row gather
+      return out;
+    };
+    Streams g;
+    const Tensor x = gather(X, n * D);
+    g.X = x.with_view(x.view().reshape({R, n, D}));
+    if (!y.defined()) return g;
+    g.y = gather(y, D);
+    g.post = gather(post, n);
+    Tensor c = gather(comb, n * n);
+    g.comb = c.with_view(c.view().reshape({R, n, n}));
+    return g;
+  }
 };
 
 // One mHC site around a sub-block: collapse the streams (expanding the last site's first), run
@@ -176,17 +195,16 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
     sync_free.reset();
     return Tensor::empty({0, c.vocab_size});
   }
-  const Tensor X = streams.expanded(b);  // the last site's expansion: only the head reads it
-  Tensor h = b.empty({T, D});
+  // The last site's expansion and the head run on those rows alone: the streams are not state,
+  // so a prompt's other rows need neither (at 65,536 prompt tokens, a whole expansion and
+  // collapse of the streams).
+  if (R != T) streams = streams.gathered(b, upload_i32(b, logit_rows));
+  const Tensor X = streams.expanded(b);
+  Tensor h = b.empty({R, D});
   b.hc_head(X, weights_.hc_head_fn, weights_.hc_head_base, weights_.hc_head_scale,
             static_cast<float>(c.hc_eps), static_cast<float>(c.rms_norm_eps), h);
-  Tensor picked = h;
-  if (R != T) {
-    picked = b.empty({R, D});
-    b.embedding(upload_i32(b, logit_rows), h, picked);  // a row gather
-  }
   Tensor hn = b.empty({R, D});
-  b.rms_norm(picked, weights_.norm, static_cast<float>(c.rms_norm_eps), hn);
+  b.rms_norm(h, weights_.norm, static_cast<float>(c.rms_norm_eps), hn);
   Tensor logits_dev = b.empty({R, c.vocab_size});
   b.matmul(hn, weights_.head, logits_dev);
   if (graph) graph->finish();
