@@ -35,7 +35,8 @@ class Backend {
   // The dtype a producer best writes a tensor of `rows` rows in whose only readers are products
   // (matmul, grouped_matmul, moe_experts): weight_dtype() where the backend's products of that
   // size round x to it anyway (writing it so saves them a cast pass over fp32), else F32. The
-  // ops that may write it: rms_norm, swiglu, and hc_pre_norm / hc_post_pre_norm's `normed`.
+  // ops that may write it: rms_norm, swiglu, grouped_matmul, and hc_pre_norm /
+  // hc_post_pre_norm's `normed`.
   virtual DType product_input_dtype(int64_t rows) const {
     (void)rows;
     return DType::kF32;

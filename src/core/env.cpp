@@ -88,9 +88,9 @@ constexpr VarSpec kVars[] = {
      "decode 2% faster on the H200). 0 runs the two kernels, for A/Bs."},
     {"DEEPINFER_CUDA_BF16_PRODUCT_INPUTS", VarType::kBool, "1",
      "CUDA backend: prefill-sized activations read only by products (the mHC sites' normed "
-     "inputs, the normed low-rank query, the shared expert's SwiGLU) are written in bf16 by "
-     "their producers, the operand the products round them to, instead of fp32 that each "
-     "product casts first (the same bits). 0 writes fp32, for A/Bs."},
+     "inputs, the normed low-rank query, the shared expert's SwiGLU, wo_a's output) are "
+     "written in bf16 by their producers, the operand the products round them to, instead of "
+     "fp32 that each product casts first (the same bits). 0 writes fp32, for A/Bs."},
     {"DEEPINFER_CUDA_DOWN_COMBINE", VarType::kBool, "1",
      "CUDA backend: at batch-1 decode the routed experts' down GEMM combines their outputs into "
      "the layer's output itself (each column tile's last block, the combine kernel's sums), one "

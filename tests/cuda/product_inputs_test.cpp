@@ -1,8 +1,8 @@
 // Products' operands written in bf16 by their producers (Backend::product_input_dtype,
-// DEEPINFER_CUDA_BF16_PRODUCT_INPUTS): rms_norm, swiglu and the mHC sites' normed rows in bf16
-// are their fp32 outputs rounded to bf16 bit for bit; moe_experts from bf16 x is moe_experts from
-// the fp32 x it rounds; and a prefill forward's logits are the same bits with the switch on and
-// off. Skips without a GPU.
+// DEEPINFER_CUDA_BF16_PRODUCT_INPUTS): rms_norm, swiglu, grouped_matmul and the mHC sites' normed
+// rows in bf16 are their fp32 outputs rounded to bf16 bit for bit; moe_experts from bf16 x is
+// moe_experts from the fp32 x it rounds; and a prefill forward's logits are the same bits with the
+// switch on and off. Skips without a GPU.
 #include <array>
 #include <vector>
 
@@ -69,6 +69,30 @@ TEST_F(ProductInputs, NormAndSwigluBf16OutputsAreTheirRoundedFp32Outputs) {
   EXPECT_THROW(gpu->rms_norm(g, TensorView(), 1e-6f, i32), Error);
   Tensor on_cpu = host({17, 333}, DType::kBF16);
   EXPECT_THROW(cpu->rms_norm(to_host(*gpu, g), TensorView(), 1e-6f, on_cpu), Error);
+}
+
+// grouped_matmul into bf16 (V4's wo_a for wo_b): cuBLASLt's rows written rounded with the fp32
+// output's algorithm, the tile kernels' rows rounded after; from fp32 and bf16 x.
+TEST_F(ProductInputs, GroupedMatmulBf16OutIsItsRoundedFp32Out) {
+  SEED_TRACE();
+  Tensor w = gpu->empty({8 * 512, 1024}, DType::kBF16);
+  gpu->fill_random(w, 6, -0.05f, 0.05f);
+  for (int64_t M : {5, 300, 1000}) {
+    Rng rng;
+    const Tensor xh = rand_host(rng, {M, 8, 1024});
+    for (bool x_bf16 : {false, true}) {
+      const Tensor x = to_dev(*gpu, xh, x_bf16);
+      Tensor f32 = dev_poisoned(*gpu, {M, 8, 512}), b16 = gpu->empty({M, 8, 512}, DType::kBF16);
+      gpu->grouped_matmul(x, w, f32);
+      gpu->grouped_matmul(x, w, b16);
+      EXPECT_TRUE(bf16_bits(*gpu, b16) == rounded_bits(*gpu, f32)) << M << " " << x_bf16;
+    }
+  }
+  Tensor w32 = gpu->empty({8 * 16, 64});
+  gpu->fill_random(w32, 7, -0.05f, 0.05f);
+  Tensor b16 = gpu->empty({300, 8, 16}, DType::kBF16);
+  Rng rng;
+  EXPECT_THROW(gpu->grouped_matmul(to_dev(*gpu, rand_host(rng, {300, 8, 64})), w32, b16), Error);
 }
 
 // hc_pre_norm / hc_post_pre_norm into bf16 normed rows: the fused kernels (prefill and decode

@@ -128,31 +128,53 @@ void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const
   OpScope s(*this, op);
   expect2(op, "x", x, DType::kF32, DType::kBF16, {kAny, kAny, kAny});
   const int64_t M = x.dim(0), G = x.dim(1), K = x.dim(2);
-  expect(op, "out", out, DType::kF32, {M, G, kAny});
+  // bf16 out: the product rounded, as the next product's operand (Backend::product_input_dtype).
+  expect2(op, "out", out, DType::kF32, DType::kBF16, {M, G, kAny});
   const int64_t N = out.dim(2);
   expect2(op, "w", w, DType::kBF16, DType::kF32, {G * N, K});
   expect_x_matches(op, x, w);
   expect_no_alias(op, "out", out, "x", x);
   expect_no_alias(op, "out", out, "w", w);
   if (M == 0 || G == 0 || N == 0) return;
+  const bool bf16_out = out.dtype() == DType::kBF16;
+  DI_CHECK(!bf16_out || w.dtype() == DType::kBF16, ErrorCode::kInvalidArgument,
+           "{}: bf16 out takes bf16 weights, got {}", op, dtype_name(w.dtype()));
   // Batch over groups: x_g = columns [g*K, g*K + K) of x [M, G*K], w_g = rows [g*N, g*N + N),
   // out_g = columns [g*N, g*N + N) of out [M, G*N].
   std::shared_ptr<void> xb;
   const void* xa = x.data();
-  if (w.dtype() == DType::kBF16) {
+  if (bf16_out && M > kDenseGemmMaxRows && K > 0) {  // cuBLASLt's rows: it rounds them itself
     if (x.dtype() == DType::kF32) {
-      if (tile_gemm_f32(op, x.data_as<float>(), G * K, K, w.data(), K, N * K, out.data_as<float>(),
-                        G * N, N, M, N, K, G, false))
-        return;
       xb = to_bf16(op, x.data_as<float>(), M * G * K);
       xa = xb.get();
     }
-    if (tile_gemm(op, xa, G * K, K, w.data(), K, N * K, out.data_as<float>(), G * N, N, M, N, K, G,
-                  false))
-      return;
+    check_dims(op, {M, N, K, G * K, G * N, G});
+    lt_.run(op, xa, w.data(), out.data(), {M, N, K, G * K, K, G * N, K, N * K, N, G, false, true},
+            ctx_->stream(), ctx_->on_side() ? 1 : 0);
+    return;
   }
-  gemm(op, w.dtype(), xa, G * K, K, w.data(), K, N * K, out.data_as<float>(), G * N, N, M, N, K, G,
-       0.f);
+  // Elsewhere bf16 out is the fp32 product rounded.
+  std::shared_ptr<void> f32;
+  if (bf16_out) f32 = scratch(static_cast<size_t>(M * G * N) * sizeof(float));
+  float* dst = bf16_out ? static_cast<float*>(f32.get()) : out.data_as<float>();
+  const auto done = [&] {
+    if (bf16_out)
+      check(launch_f32_to_bf16(dst, static_cast<uint16_t*>(out.data()), M * G * N, ctx_->stream()),
+            op);
+  };
+  if (w.dtype() == DType::kBF16) {
+    if (x.dtype() == DType::kF32) {
+      if (tile_gemm_f32(op, x.data_as<float>(), G * K, K, w.data(), K, N * K, dst, G * N, N, M, N,
+                        K, G, false))
+        return done();
+      xb = to_bf16(op, x.data_as<float>(), M * G * K);
+      xa = xb.get();
+    }
+    if (tile_gemm(op, xa, G * K, K, w.data(), K, N * K, dst, G * N, N, M, N, K, G, false))
+      return done();
+  }
+  gemm(op, w.dtype(), xa, G * K, K, w.data(), K, N * K, dst, G * N, N, M, N, K, G, 0.f);
+  done();
 }
 
 void CudaBackend::embedding(const TensorView& ids, const TensorView& table, const TensorView& out) {

@@ -15,7 +15,7 @@ constexpr int kCandidates = 8;
 }  // namespace
 
 size_t LtGemmShapeHash::operator()(const LtGemmShape& s) const {
-  size_t h = std::hash<bool>()(s.accumulate);
+  size_t h = std::hash<bool>()(s.accumulate) * 2 + s.bf16_out;
   for (int64_t v : {s.M, s.N, s.K, s.ldx, s.ldw, s.ldo, s.sx, s.sw, s.so, s.batch})
     h = h * 1000003u ^ std::hash<int64_t>()(v);
   return h;
@@ -50,7 +50,8 @@ LtGemm::Plan LtGemm::make_plan(const char* op, const LtGemmShape& s) {
     check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), op);
     check(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, s.K, s.N, s.ldw), op);
     check(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, s.K, s.M, s.ldx), op);
-    check(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, s.N, s.M, s.ldo), op);
+    check(cublasLtMatrixLayoutCreate(&p.c, s.bf16_out ? CUDA_R_16BF : CUDA_R_32F, s.N, s.M, s.ldo),
+          op);
     if (s.batch > 1) {
       const int32_t count = static_cast<int32_t>(s.batch);
       const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
@@ -62,6 +63,19 @@ LtGemm::Plan LtGemm::make_plan(const char* op, const LtGemmShape& s) {
         check(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                &stride, sizeof stride),
               op);
+      }
+    }
+    if (s.bf16_out) {
+      // The fp32 output's algorithm where it writes bf16 too: the same accumulation, rounded.
+      LtGemmShape f32 = s;
+      f32.bf16_out = false;
+      const cublasLtMatmulAlgo_t algo = plan(op, f32).algo;
+      cublasLtMatmulHeuristicResult_t check_result = {};
+      if (cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &algo, &check_result) ==
+              CUBLAS_STATUS_SUCCESS &&
+          check_result.workspaceSize <= kWorkspaceBytes) {
+        p.algo = algo;
+        return p;
       }
     }
     cublasLtMatmulPreference_t pref = nullptr;
@@ -99,19 +113,22 @@ LtGemm::Plan LtGemm::make_plan(const char* op, const LtGemmShape& s) {
   return p;
 }
 
-void LtGemm::run(const char* op, const void* x, const void* w, float* out, const LtGemmShape& s,
+const LtGemm::Plan& LtGemm::plan(const char* op, const LtGemmShape& s) {
+  auto it = plans_.find(s);
+  if (it != plans_.end()) return it->second;
+  if (plans_.size() >= kMaxPlans) {
+    for (auto& [shape, plan] : plans_) destroy(plan);
+    plans_.clear();
+  }
+  Plan p = make_plan(op, s);  // may add the fp32 output's plan first
+  return plans_.emplace(s, p).first->second;
+}
+
+void LtGemm::run(const char* op, const void* x, const void* w, void* out, const LtGemmShape& s,
                  cudaStream_t stream, int workspace) {
   DI_CHECK(workspace >= 0 && workspace < kWorkspaces, ErrorCode::kInternal,
            "{}: no cuBLASLt workspace {}", op, workspace);
-  auto it = plans_.find(s);
-  if (it == plans_.end()) {
-    if (plans_.size() >= kMaxPlans) {
-      for (auto& [shape, plan] : plans_) destroy(plan);
-      plans_.clear();
-    }
-    it = plans_.emplace(s, make_plan(op, s)).first;
-  }
-  const Plan& p = it->second;
+  const Plan& p = plan(op, s);
   if (!workspace_[workspace]) check(cudaMalloc(&workspace_[workspace], kWorkspaceBytes), op);
   const float alpha = 1.f, beta = s.accumulate ? 1.f : 0.f;
   check(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c, out, p.c, &p.algo,

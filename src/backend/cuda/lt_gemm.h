@@ -15,6 +15,7 @@ namespace deepinfer::cuda {
 struct LtGemmShape {
   int64_t M, N, K, ldx, ldw, ldo, sx, sw, so, batch;
   bool accumulate;
+  bool bf16_out = false;  // out in bf16 (the fp32 result rounded), else fp32
   bool operator==(const LtGemmShape&) const = default;
 };
 
@@ -30,11 +31,13 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   // out[b][M, N] (ldo) = x[b][M, K] (ldx) @ w[b][N, K]^T (ldw) (+ out when accumulate), bf16
-  // inputs, fp32 accumulation and output; element strides sx / sw / so between batches. Throws
-  // deepinfer::Error naming `op` on failure. `workspace` (< kWorkspaces) picks the scratch the
-  // call may use: calls that can run at once (on two streams) take different ones.
+  // inputs, fp32 accumulation and output (bf16 where shape.bf16_out: with the algorithm of the
+  // fp32 output where cuBLASLt takes it, so the same products rounded); element strides sx / sw /
+  // so between batches. Throws deepinfer::Error naming `op` on failure. `workspace`
+  // (< kWorkspaces) picks the scratch the call may use: calls that can run at once (on two
+  // streams) take different ones.
   static constexpr int kWorkspaces = 2;
-  void run(const char* op, const void* x, const void* w, float* out, const LtGemmShape& shape,
+  void run(const char* op, const void* x, const void* w, void* out, const LtGemmShape& shape,
            cudaStream_t stream, int workspace = 0);
   size_t cached_plans() const { return plans_.size(); }
 
@@ -45,6 +48,7 @@ class LtGemm {
     cublasLtMatmulAlgo_t algo{};
   };
   Plan make_plan(const char* op, const LtGemmShape& s);
+  const Plan& plan(const char* op, const LtGemmShape& s);
   static void destroy(Plan& p);
 
   cublasLtHandle_t handle_ = nullptr;

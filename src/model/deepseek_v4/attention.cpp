@@ -364,7 +364,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
 
   // Grouped low-rank output projection.
   const int G = c.o_groups;
-  Tensor grouped = b.empty({T, G, c.o_lora_rank});
+  Tensor grouped = b.empty({T, G, c.o_lora_rank}, b.product_input_dtype(T));  // wo_b's operand
   b.grouped_matmul(attn.view().reshape({T, G, H * hd / G}), w.wo_a, grouped);
   Tensor out = b.empty({T, D});
   b.matmul(grouped.view().reshape({T, G * c.o_lora_rank}), w.wo_b, out);
