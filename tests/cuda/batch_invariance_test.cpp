@@ -9,9 +9,9 @@
 #include <cstring>
 #include <vector>
 
-#include "bench/random_weights.h"
 #include "cuda_test_util.h"
 #include "model/deepseek_v4/model.h"
+#include "random_model.h"
 
 namespace deepinfer::cudatest {
 namespace {
@@ -22,11 +22,7 @@ using deepseek_v4::SequenceState;
 TEST(BatchInvarianceCuda, DecodeRowsDoNotDependOnTheirBatchAtModelShapes) {
   REQUIRE_GPU();
   std::unique_ptr<Backend> gpu = make_cuda_backend();
-  bench::PresetOptions preset;
-  preset.preset = "v4-flash";
-  preset.num_experts = 16;
-  preset.layer_types = {"csa", "hca"};
-  const std::unique_ptr<Model> model = bench::make_random_model(preset, 7, *gpu);
+  const std::unique_ptr<Model> model = random_v4_flash(*gpu, {"csa", "hca"}, 7);
   const ModelConfig& c = model->config();
   auto state_of = [&](int64_t tokens, uint64_t seed) {
     SequenceState st = model->new_state();
@@ -72,11 +68,7 @@ TEST(BatchInvarianceCuda, DecodeRowsDoNotDependOnTheirBatchAtModelShapes) {
 TEST(BatchInvarianceCuda, RequestedRowsAreTheRowsOfAnAllRowsForward) {
   REQUIRE_GPU();
   std::unique_ptr<Backend> gpu = make_cuda_backend();
-  bench::PresetOptions preset;
-  preset.preset = "v4-flash";
-  preset.num_experts = 16;
-  preset.layer_types = {"hca"};
-  const std::unique_ptr<Model> model = bench::make_random_model(preset, 9, *gpu);
+  const std::unique_ptr<Model> model = random_v4_flash(*gpu, {"hca"}, 9);
   const int64_t V = model->config().vocab_size, lens[2] = {300, 40};
   std::vector<int32_t> ids(300);
   for (size_t t = 0; t < ids.size(); ++t) ids[t] = static_cast<int32_t>((7919 * t + 3) % V);

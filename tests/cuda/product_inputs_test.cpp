@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
-#include "bench/random_weights.h"
 #include "cuda_test_util.h"
 #include "model/deepseek_v4/model.h"
+#include "random_model.h"
 
 namespace deepinfer::cudatest {
 namespace {
@@ -168,11 +168,7 @@ TEST_F(ProductInputs, MoeExpertsFromBf16XAreMoeExpertsFromFp32X) {
 TEST(ProductInputsModel, PrefillLogitsAreTheSameBitsEitherWay) {
   REQUIRE_GPU();
   std::unique_ptr<Backend> gpu = make_cuda_backend();
-  bench::PresetOptions preset;
-  preset.preset = "v4-flash";
-  preset.num_experts = 16;
-  preset.layer_types = {"csa", "hca"};
-  const std::unique_ptr<deepseek_v4::Model> model = bench::make_random_model(preset, 7, *gpu);
+  const std::unique_ptr<deepseek_v4::Model> model = random_v4_flash(*gpu, {"csa", "hca"}, 7);
   const int64_t T = 300, V = model->config().vocab_size;
   std::vector<int32_t> ids(T);
   for (int64_t t = 0; t < T; ++t) ids[t] = static_cast<int32_t>((7919 * t + 11) % V);

@@ -222,6 +222,13 @@ void expect_like(const char* op, const char* name, const TensorView& t, const ch
   arg_checks::expect_like(op, name, t, ref_name, ref, Device::kCuda);
 }
 
+void expect_out_like(const char* op, const TensorView& out, const char* ref_name,
+                     const TensorView& ref) {
+  arg_checks::expect_shape_of(op, "out", out,
+                              out.dtype() == DType::kBF16 ? DType::kBF16 : ref.dtype(), ref_name,
+                              ref, Device::kCuda);
+}
+
 // ---- backend: lifecycle, errors, memory --------------------------------------------------------
 
 DType CudaBackend::product_input_dtype(int64_t rows) const {

@@ -108,6 +108,17 @@ void expect2(const char* op, const char* name, const TensorView& t, DType a, DTy
              std::initializer_list<int64_t> shape);
 void expect_like(const char* op, const char* name, const TensorView& t, const char* ref_name,
                  const TensorView& ref);
+// An op's output that may be bf16 (a product's operand, Backend::product_input_dtype) as the
+// kernels take it: its fp32 pointer or its bf16 one, the other null.
+inline float* f32_out(const TensorView& t) {
+  return t.dtype() == DType::kF32 ? t.data_as<float>() : nullptr;
+}
+inline uint16_t* bf16_out(const TensorView& t) {
+  return t.dtype() == DType::kBF16 ? static_cast<uint16_t*>(t.data()) : nullptr;
+}
+// expect_like, where out may also be bf16.
+void expect_out_like(const char* op, const TensorView& out, const char* ref_name,
+                     const TensorView& ref);
 // 16-byte aligned (what vector loads and cp.async of a tensor's rows need).
 inline bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;

@@ -136,14 +136,14 @@ void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const
   expect_no_alias(op, "out", out, "x", x);
   expect_no_alias(op, "out", out, "w", w);
   if (M == 0 || G == 0 || N == 0) return;
-  const bool bf16_out = out.dtype() == DType::kBF16;
-  DI_CHECK(!bf16_out || w.dtype() == DType::kBF16, ErrorCode::kInvalidArgument,
+  const bool out_is_bf16 = out.dtype() == DType::kBF16;
+  DI_CHECK(!out_is_bf16 || w.dtype() == DType::kBF16, ErrorCode::kInvalidArgument,
            "{}: bf16 out takes bf16 weights, got {}", op, dtype_name(w.dtype()));
   // Batch over groups: x_g = columns [g*K, g*K + K) of x [M, G*K], w_g = rows [g*N, g*N + N),
   // out_g = columns [g*N, g*N + N) of out [M, G*N].
   std::shared_ptr<void> xb;
   const void* xa = x.data();
-  if (bf16_out && M > kDenseGemmMaxRows && K > 0) {  // cuBLASLt's rows: it rounds them itself
+  if (out_is_bf16 && M > kDenseGemmMaxRows && K > 0) {  // cuBLASLt's rows: it rounds them itself
     if (x.dtype() == DType::kF32) {
       xb = to_bf16(op, x.data_as<float>(), M * G * K);
       xa = xb.get();
@@ -155,10 +155,10 @@ void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const
   }
   // Elsewhere bf16 out is the fp32 product rounded.
   std::shared_ptr<void> f32;
-  if (bf16_out) f32 = scratch(static_cast<size_t>(M * G * N) * sizeof(float));
-  float* dst = bf16_out ? static_cast<float*>(f32.get()) : out.data_as<float>();
+  if (out_is_bf16) f32 = scratch(static_cast<size_t>(M * G * N) * sizeof(float));
+  float* dst = out_is_bf16 ? static_cast<float*>(f32.get()) : out.data_as<float>();
   const auto done = [&] {
-    if (bf16_out)
+    if (out_is_bf16)
       check(launch_f32_to_bf16(dst, static_cast<uint16_t*>(out.data()), M * G * N, ctx_->stream()),
             op);
   };
@@ -216,17 +216,12 @@ void CudaBackend::rms_norm(const TensorView& x, const TensorView& weight, float 
            dtype_name(x.dtype()), x.shape_str());
   const int64_t D = x.dim(-1);
   if (given(weight)) expect(op, "weight", weight, DType::kF32, {D});
-  const bool bf16_out = out.dtype() == DType::kBF16;  // a product's operand (backend.h)
-  if (bf16_out)
-    arg_checks::expect_shape_of(op, "out", out, DType::kBF16, "x", x, Device::kCuda);
-  else
-    expect_like(op, "out", out, "x", x);
+  expect_out_like(op, out, "x", x);  // bf16: a product's operand (backend.h)
   if (D == 0) return;
   const int64_t rows = x.numel() / D;
   DI_CHECK(rows <= INT_MAX, ErrorCode::kUnsupported, "rms_norm: {} rows exceed the grid", rows);
   check(launch_rms_norm(x.data_as<float>(), given(weight) ? weight.data_as<float>() : nullptr, eps,
-                        rows, D, bf16_out ? nullptr : out.data_as<float>(),
-                        bf16_out ? static_cast<uint16_t*>(out.data()) : nullptr, ctx_->stream()),
+                        rows, D, f32_out(out), bf16_out(out), ctx_->stream()),
         op);
 }
 
@@ -280,14 +275,9 @@ void CudaBackend::swiglu(const TensorView& gate, const TensorView& up, float lim
   OpScope s(*this, op);
   expect(op, "gate", gate, DType::kF32, {kAny, kAny});
   expect_like(op, "up", up, "gate", gate);
-  const bool bf16_out = out.dtype() == DType::kBF16;  // a product's operand (backend.h)
-  if (bf16_out)
-    arg_checks::expect_shape_of(op, "out", out, DType::kBF16, "gate", gate, Device::kCuda);
-  else
-    expect_like(op, "out", out, "gate", gate);
-  check(launch_swiglu(gate.data_as<float>(), up.data_as<float>(), limit, gate.numel(),
-                      bf16_out ? nullptr : out.data_as<float>(),
-                      bf16_out ? static_cast<uint16_t*>(out.data()) : nullptr, ctx_->stream()),
+  expect_out_like(op, out, "gate", gate);  // bf16: a product's operand (backend.h)
+  check(launch_swiglu(gate.data_as<float>(), up.data_as<float>(), limit, gate.numel(), f32_out(out),
+                      bf16_out(out), ctx_->stream()),
         op);
 }
 

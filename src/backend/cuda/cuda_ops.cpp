@@ -14,18 +14,13 @@ struct HcShape {
   int64_t M, hc, D;
 };
 
-// hc_pre's and hc_pre_norm's checks of X and the mixing weights and outputs; `out` is the
-// collapsed rows (fp32) or the normed ones (fp32, or bf16 where bf16_out: a product's operand).
 // A normed output's rows for the kernels (checked F32 or BF16).
 NormedOut normed_out(const TensorView& t) {
-  NormedOut o;
-  if (t.dtype() == DType::kBF16)
-    o.bf16 = static_cast<uint16_t*>(t.data());
-  else
-    o.f32 = t.data_as<float>();
-  return o;
+  return {f32_out(t), bf16_out(t)};
 }
 
+// hc_pre's and hc_pre_norm's checks of X and the mixing weights and outputs; `out` is the
+// collapsed rows (fp32) or the normed ones (fp32, or bf16 where bf16_out: a product's operand).
 HcShape check_hc_pre(const char* op, const TensorView& X, const TensorView& fn,
                      const TensorView& base, const TensorView& scale, const char* out_name,
                      const TensorView& out, const TensorView& post, const TensorView& comb,

@@ -23,9 +23,6 @@ __global__ void f32_to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
     out[i] = f32_to_bf16_bits(in[i]);
 }
 
-// 8 elements per step (two 16-byte loads, one 16-byte store: prefill's casts of activations
-// move hundreds of MB) where both ends are 16-byte aligned; the last n % 8 one per thread.
-// Every element rounds as in f32_to_bf16_kernel.
 __global__ void bf16_to_f32_kernel(const uint16_t* in, float* out, int64_t n) {
   wait_for_prior_grid();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -33,6 +30,9 @@ __global__ void bf16_to_f32_kernel(const uint16_t* in, float* out, int64_t n) {
     out[i] = bf16_bits_to_f32(in[i]);
 }
 
+// 8 elements per step (two 16-byte loads, one 16-byte store: prefill's casts of activations
+// move hundreds of MB) where both ends are 16-byte aligned; the last n % 8 one per thread.
+// Every element rounds as in f32_to_bf16_kernel.
 __global__ void f32_to_bf16_x8_kernel(const float* in, uint16_t* out, int64_t n) {
   wait_for_prior_grid();
   const int64_t n8 = n / 8, first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
