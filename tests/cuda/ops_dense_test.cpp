@@ -526,6 +526,17 @@ TEST_F(Ops, HcPrePostHeadMatchCpu) {
     Tensor o = dev_poisoned(*gpu, {M, hc, D});
     gpu->hc_post(dX, to_dev(*gpu, y), to_dev(*gpu, rp), to_dev(*gpu, rk), o);
     EXPECT_LE(rel_err(to_host(*gpu, o), ro), kTolF32) << "hc_post";
+    if (M > 1) {
+      // Prefill rows' kernel (a block per row, float4 columns) against the one-row call's.
+      Tensor o1 = dev_poisoned(*gpu, {1, hc, D});
+      gpu->hc_post(dX.view().slice_rows(M - 1, M), to_dev(*gpu, y).view().slice_rows(M - 1, M),
+                   to_dev(*gpu, rp).view().slice_rows(M - 1, M),
+                   to_dev(*gpu, rk).view().slice_rows(M - 1, M), o1);
+      const Tensor all = to_host(*gpu, o), one = to_host(*gpu, o1);
+      EXPECT_EQ(
+          0, std::memcmp(all.data_as<float>() + (M - 1) * hc * D, one.data_as<float>(), hc * D * 4))
+          << "hc_post row " << M - 1 << " alone vs in a batch of " << M;
+    }
 
     const HcInputs head = hc_inputs(rng, M, hc, D, hc);
     Tensor rh = host({M, D});

@@ -380,6 +380,52 @@ __global__ void hc_post_kernel(const float* X, const float* y, const float* post
   }
 }
 
+// Rows past a decode batch's take hc_post_rows4_kernel (a block per row would leave a decode
+// step's few rows on a few SMs).
+constexpr int64_t kPostRowsMinRows = 256;
+
+// Prefill rows: a block per row, four columns per thread by float4 (X's four streams, y, out),
+// the row's post and comb read once per thread; each column's value is hc_post_column's
+// expression, so the same bits. The one-column kernel spent its time on a 64-bit division per
+// column and 20 cached loads of post and comb per column.
+template <int kHcMax>
+__global__ void hc_post_rows4_kernel(const float* X, const float* y, const float* post,
+                                     const float* comb, int hc, int64_t D, float* out) {
+  wait_for_prior_grid();
+  const int64_t m = blockIdx.x;
+  float p[kHcMax], c[kHcMax][kHcMax];
+#pragma unroll
+  for (int h = 0; h < kHcMax; ++h) {
+    p[h] = h < hc ? post[m * hc + h] : 0.f;
+#pragma unroll
+    for (int j = 0; j < kHcMax; ++j) c[j][h] = h < hc && j < hc ? comb[(m * hc + j) * hc + h] : 0.f;
+  }
+  const float4* x4 = reinterpret_cast<const float4*>(X + m * hc * D);
+  const float4* y4 = reinterpret_cast<const float4*>(y + m * D);
+  float4* o4 = reinterpret_cast<float4*>(out + m * hc * D);
+  const int64_t D4 = D / 4;
+  for (int64_t q = threadIdx.x; q < D4; q += blockDim.x) {
+    float4 x[kHcMax];
+#pragma unroll
+    for (int j = 0; j < kHcMax; ++j) x[j] = j < hc ? __ldg(x4 + j * D4 + q) : float4{};
+    const float4 yv = __ldg(y4 + q);
+#pragma unroll
+    for (int h = 0; h < kHcMax; ++h) {
+      if (h >= hc) break;
+      float4 o{p[h] * yv.x, p[h] * yv.y, p[h] * yv.z, p[h] * yv.w};
+#pragma unroll
+      for (int j = 0; j < kHcMax; ++j)
+        if (j < hc) {
+          o.x += c[j][h] * x[j].x;
+          o.y += c[j][h] * x[j].y;
+          o.z += c[j][h] * x[j].z;
+          o.w += c[j][h] * x[j].w;
+        }
+      o4[h * D4 + q] = o;
+    }
+  }
+}
+
 // hc_post_kernel for one row m and one 128-column chunk of its flattened streams (blockIdx.y =
 // c: stream h = c / (D / 128), columns [d0, d0 + 128)), one thread per column; then that chunk's
 // mixing partials for the next site: hc_mix_partial_kernel's chains over the same values in the
@@ -557,6 +603,11 @@ cudaError_t launch_hc_post(const float* X, const float* y, const float* post, co
   const int64_t total = M * D;
   if (total <= 0) return cudaSuccess;
   if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
+  auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
+  if (hc <= 4 && M > kPostRowsMinRows && M <= INT_MAX && D % 4 == 0 && aligned(X) && aligned(y) &&
+      aligned(out))
+    return launch_kernel(hc_post_rows4_kernel<4>, static_cast<unsigned>(M), kThreads, 0, stream, X,
+                         y, post, comb, static_cast<int>(hc), D, out);
   const unsigned blocks =
       blocks_for(total < (int64_t{1} << 24) ? total : (int64_t{1} << 24), kThreads);
   if (hc <= 4)
