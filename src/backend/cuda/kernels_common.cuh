@@ -133,15 +133,30 @@ __device__ __forceinline__ float swiglu1(float g, float u, float limit) {
 __device__ __forceinline__ float4 moe_combine4(float4 o, const float* y, const int32_t* where,
                                                const float* w, int64_t m, int64_t k, int64_t D,
                                                int64_t d) {
-  for (int64_t j = 0; j < k; ++j) {
-    const int64_t r = where[m * k + j];
-    if (r < 0) continue;
-    const float wj = w[m * k + j];
-    const float4 v = __ldcg(reinterpret_cast<const float4*>(y + r * D + d));
-    o.x = __fmaf_rn(wj, v.x, o.x);
-    o.y = __fmaf_rn(wj, v.y, o.y);
-    o.z = __fmaf_rn(wj, v.z, o.z);
-    o.w = __fmaf_rn(wj, v.w, o.w);
+  // The slots' rows load together (kBatch at a time), then add in slot order: one slot at a
+  // time left each load waiting on the one before it (a DRAM round trip per slot).
+  constexpr int kBatch = 8;
+  for (int64_t j0 = 0; j0 < k; j0 += kBatch) {
+    float4 v[kBatch];
+    float wj[kBatch];
+    bool adds[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t j = j0 + u;
+      const int64_t r = j < k ? where[m * k + j] : -1;
+      adds[u] = r >= 0;
+      wj[u] = adds[u] ? w[m * k + j] : 0.f;
+      v[u] = adds[u] ? __ldcg(reinterpret_cast<const float4*>(y + r * D + d))
+                     : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (!adds[u]) continue;
+      o.x = __fmaf_rn(wj[u], v[u].x, o.x);
+      o.y = __fmaf_rn(wj[u], v[u].y, o.y);
+      o.z = __fmaf_rn(wj[u], v[u].z, o.z);
+      o.w = __fmaf_rn(wj[u], v[u].w, o.w);
+    }
   }
   return o;
 }
