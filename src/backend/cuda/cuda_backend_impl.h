@@ -119,10 +119,6 @@ inline uint16_t* bf16_out(const TensorView& t) {
 // expect_like, where out may also be bf16.
 void expect_out_like(const char* op, const TensorView& out, const char* ref_name,
                      const TensorView& ref);
-// 16-byte aligned (what vector loads and cp.async of a tensor's rows need).
-inline bool aligned16(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
-}
 
 class CudaBackend final : public Backend {
  public:

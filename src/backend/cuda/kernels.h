@@ -26,6 +26,11 @@ enum : int32_t {
   kErrMoeExpert = 7,       // moe_experts: idx entry outside [0, E)
 };
 
+// 16-byte aligned (what vector loads and cp.async of a tensor's rows need).
+inline bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
 // Kernels launch as programmatic dependents of the kernel before them in their stream
 // (launch.cuh; default on); off launches them plainly. For the whole process: the backend sets
 // it from DEEPINFER_CUDA_PDL.

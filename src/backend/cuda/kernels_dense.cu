@@ -214,8 +214,7 @@ cudaError_t launch_bf16_to_f32(const uint16_t* in, float* out, int64_t n, cudaSt
 
 cudaError_t launch_f32_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  if (aligned(in) && aligned(out))
+  if (aligned16(in) && aligned16(out))
     return launch_kernel(f32_to_bf16_x8_kernel, grid_for((n + 7) / 8), kThreads, 0, stream, in, out,
                          n);
   else
@@ -238,9 +237,8 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int6
                             float* out, uint16_t* out_bf16, cudaStream_t stream) {
   if (rows <= 0 || D <= 0) return cudaSuccess;
   if ((out == nullptr) == (out_bf16 == nullptr)) return cudaErrorInvalidValue;
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  if (D % 4 == 0 && D <= kRmsNorm4MaxCols && aligned(x) &&
-      (out ? aligned(out) : aligned(out_bf16)) && (!weight || aligned(weight))) {
+  if (D % 4 == 0 && D <= kRmsNorm4MaxCols && aligned16(x) &&
+      (out ? aligned16(out) : aligned16(out_bf16)) && (!weight || aligned16(weight))) {
     const int64_t threads = (D / 4 + 31) / 32 * 32;
     return launch_kernel(rms_norm4_kernel, static_cast<unsigned>(rows),
                          static_cast<unsigned>(threads), 0, stream, x, weight, eps, D, int64_t{1},
@@ -253,9 +251,8 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, float eps, int6
 
 bool rms_norm_rope_fused(const float* x, const float* weight, int64_t hd, int64_t R,
                          const float* out) {
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   return hd % 4 == 0 && hd <= kRmsNorm4MaxCols && (hd - 2 * R) % 4 == 0 && 2 * R <= hd &&
-         aligned(x) && aligned(out) && (!weight || aligned(weight));
+         aligned16(x) && aligned16(out) && (!weight || aligned16(weight));
 }
 
 cudaError_t launch_rms_norm_rope(const float* x, const float* weight, float eps, int64_t M,

@@ -15,9 +15,8 @@ int64_t resident_a_elems = kDenseResidentAElems;
 
 bool dense_gemm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldw, const void* x,
                           const void* w) {
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   return M >= 1 && M <= kDenseGemmMaxRows && N >= 1 && K >= 8 && K % 8 == 0 && ldx % 8 == 0 &&
-         ldw % 8 == 0 && aligned(x) && aligned(w);
+         ldw % 8 == 0 && aligned16(x) && aligned16(w);
 }
 
 namespace {

@@ -64,10 +64,9 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
 }
 
 bool moe_down_combines(int64_t M, int64_t D, int tile_rows, const float* y, const float* out) {
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   const int64_t bn = tile_rows == Wide::BM ? Wide::BN : Narrow::BN;
   return M >= 1 && M <= kMoeDownCombineMaxTokens && D % 4 == 0 &&
-         (D + bn - 1) / bn <= kDenseSplitCounters && aligned(y) && aligned(out);
+         (D + bn - 1) / bn <= kDenseSplitCounters && aligned16(y) && aligned16(out);
 }
 
 }  // namespace deepinfer::cuda

@@ -549,9 +549,8 @@ constexpr int64_t kPostMixMaxRows = 8;
 }  // namespace
 
 bool hc_pre_norm_fused(int64_t hc, int64_t D, const float* norm_w, const void* normed) {
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  return hc >= 1 && hc * hc <= 32 && D % 4 == 0 && D <= kNormMaxCols && aligned(normed) &&
-         (!norm_w || aligned(norm_w));
+  return hc >= 1 && hc * hc <= 32 && D % 4 == 0 && D <= kNormMaxCols && aligned16(normed) &&
+         (!norm_w || aligned16(norm_w));
 }
 
 cudaError_t launch_hc_pre_norm(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
@@ -603,9 +602,8 @@ cudaError_t launch_hc_post(const float* X, const float* y, const float* post, co
   const int64_t total = M * D;
   if (total <= 0) return cudaSuccess;
   if (hc < 1 || hc > kMaxHc) return cudaErrorInvalidValue;
-  auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
-  if (hc <= 4 && M > kPostRowsMinRows && M <= INT_MAX && D % 4 == 0 && aligned(X) && aligned(y) &&
-      aligned(out))
+  if (hc <= 4 && M > kPostRowsMinRows && M <= INT_MAX && D % 4 == 0 && aligned16(X) &&
+      aligned16(y) && aligned16(out))
     return launch_kernel(hc_post_rows4_kernel<4>, static_cast<unsigned>(M), kThreads, 0, stream, X,
                          y, post, comb, static_cast<int>(hc), D, out);
   const unsigned blocks =

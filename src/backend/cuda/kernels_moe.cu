@@ -245,8 +245,7 @@ cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float
                                int64_t M, int64_t k, int64_t D, float* out, cudaStream_t stream) {
   const int64_t total = M * D;
   if (total <= 0 || k <= 0) return cudaSuccess;
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  if (D % 4 == 0 && aligned(y) && aligned(out)) {
+  if (D % 4 == 0 && aligned16(y) && aligned16(out)) {
     const int64_t quads = total / 4;
     const int64_t capped = quads < (int64_t{1} << 24) ? quads : (int64_t{1} << 24);
     return launch_kernel(combine4_kernel, blocks_for(capped, kThreads), kThreads, 0, stream, y,
