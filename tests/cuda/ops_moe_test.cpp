@@ -218,6 +218,34 @@ TEST_F(Moe, MoeExpertsWithAPlanMadeAheadAreTheSame) {
   set_cuda_wgmma(*gpu, true);
 }
 
+// A prefill batch with more (tile, column tile) items than the device has SMs: the wgmma
+// kernels' blocks take several items each (and reset their item counters for the next call),
+// and every output is still the mma.sync tiles' bits; a second call gives the same again.
+TEST_F(Moe, MoeExpertsWithMoreItemsThanSmsAreTheMmaSyncBits) {
+  SEED_TRACE();
+  if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
+  Rng rng;
+  // 4096 rows over 8 experts: ~40 row tiles x 4 column tiles of 256 = ~160 down items, ~320
+  // up items (128 features each); an uneven split so that experts end mid-tile.
+  const int64_t M = 2048, D = 1024, I = 256, E = 8, k = 2;
+  const Tensor x = to_dev(*gpu, rand_host(rng, {M, D}));
+  const DeviceExperts ex = random_device_experts(*gpu, rng, E, I, D);
+  std::vector<int32_t> id = random_ids(rng, M * k, E);
+  for (int64_t i = 0; i < M * k; i += 3) id[i] = static_cast<int32_t>(i % 3);
+  const Tensor idx = to_dev(*gpu, i32_host(id, {M, k}));
+  const Tensor wts = to_dev(*gpu, rand_host(rng, {M, k}, 0.f, 1.f));
+  std::vector<float> got[3];
+  for (int run = 0; run < 3; ++run) {
+    set_cuda_wgmma(*gpu, run < 2);
+    Tensor out = to_dev(*gpu, zeros_host({M, D}));
+    gpu->moe_experts(x, idx, wts, {ex.w1, ex.w3, ex.w2}, 3.f, TensorView(), out);
+    got[run] = floats(to_host(*gpu, out));
+  }
+  set_cuda_wgmma(*gpu, true);
+  EXPECT_TRUE(got[0] == got[2]) << "wgmma vs mma.sync";
+  EXPECT_TRUE(got[0] == got[1]) << "a second call";
+}
+
 // The down GEMM's own combine (batch-1 decode, DEEPINFER_CUDA_DOWN_COMBINE) gives the combine
 // kernel's bits: into a non-zero out, a partial last column tile, tokens picking one expert twice;
 // twice in a row (its tile counters reset); past kMoeDownCombineMaxTokens the kernel runs.
