@@ -218,15 +218,15 @@ TEST_F(Moe, MoeExpertsWithAPlanMadeAheadAreTheSame) {
   set_cuda_wgmma(*gpu, true);
 }
 
-// A prefill batch with more (tile, column tile) items than the device has SMs: the wgmma
-// kernels' blocks take several items each (and reset their item counters for the next call),
-// and every output is still the mma.sync tiles' bits; a second call gives the same again.
+// A prefill batch with more (tile, column tile) items than the device has SMs (more than one
+// wave of the wgmma kernels' blocks): every output is still the mma.sync tiles' bits, and a
+// second call gives the same again (what a change to how the blocks take items must keep).
 TEST_F(Moe, MoeExpertsWithMoreItemsThanSmsAreTheMmaSyncBits) {
   SEED_TRACE();
   if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
   Rng rng;
-  // 4096 rows over 8 experts: ~40 row tiles x 4 column tiles of 256 = ~160 down items, ~320
-  // up items (128 features each); an uneven split so that experts end mid-tile.
+  // 4096 rows over 8 experts: ~40 row tiles x 4 column tiles of 256 = ~160 down items (up:
+  // 2 column tiles of 128 features, ~80); an uneven split so that experts end mid-tile.
   const int64_t M = 2048, D = 1024, I = 256, E = 8, k = 2;
   const Tensor x = to_dev(*gpu, rand_host(rng, {M, D}));
   const DeviceExperts ex = random_device_experts(*gpu, rng, E, I, D);
