@@ -43,6 +43,12 @@ constexpr VarSpec kVars[] = {
      "drops the same product, so prefill rows stay bitwise decode rows and batches stay "
      "invariant. 0: Q and P split too (three MMAs, ~fp32 scores; prefill slower, "
      "docs/perf.md)."},
+    {"DEEPINFER_CUDA_EXPERT_CLUSTER", VarType::kInt, "2",
+     "CUDA backend: the routed experts' up GEMM of prefill-sized batches (experts averaging 4 "
+     "or more 128-row tiles) runs its blocks in clusters of this many (1, 2 or 4); where a "
+     "cluster's row tiles are one expert's, each block loads its share of the weight tile into "
+     "every block by TMA multicast, so the weights cross L2 once a cluster. 1: no clusters. "
+     "The same bits either way. For tuning."},
     {"DEEPINFER_CUDA_ATTENTION_ONEPASS", VarType::kBool, "1",
      "CUDA backend: prefill-sized attention calls with fp16 Q and P "
      "(DEEPINFER_CUDA_ATTENTION_FP16_QP) run the one-pass wgmma kernel: Q resident in shared "

@@ -219,14 +219,16 @@ TEST_F(Moe, MoeExpertsWithAPlanMadeAheadAreTheSame) {
 }
 
 // A prefill batch with more (tile, column tile) items than the device has SMs (more than one
-// wave of the wgmma kernels' blocks): every output is still the mma.sync tiles' bits, and a
-// second call gives the same again (what a change to how the blocks take items must keep).
+// wave of the wgmma kernels' blocks): every output is still the mma.sync tiles' bits with the
+// up GEMM's blocks alone or in clusters of 2 or 4 sharing weight tiles by multicast (experts
+// here average 4 tiles, so clusters are on), and a second call gives the same again.
 TEST_F(Moe, MoeExpertsWithMoreItemsThanSmsAreTheMmaSyncBits) {
   SEED_TRACE();
   if (!set_cuda_wgmma(*gpu, true)) GTEST_SKIP() << "no wgmma on this device";
   Rng rng;
   // 4096 rows over 8 experts: ~40 row tiles x 4 column tiles of 256 = ~160 down items (up:
-  // 2 column tiles of 128 features, ~80); an uneven split so that experts end mid-tile.
+  // 2 column tiles of 128 features, ~80); an uneven split so that experts end mid-tile and
+  // some clusters span two experts.
   const int64_t M = 2048, D = 1024, I = 256, E = 8, k = 2;
   const Tensor x = to_dev(*gpu, rand_host(rng, {M, D}));
   const DeviceExperts ex = random_device_experts(*gpu, rng, E, I, D);
@@ -234,16 +236,29 @@ TEST_F(Moe, MoeExpertsWithMoreItemsThanSmsAreTheMmaSyncBits) {
   for (int64_t i = 0; i < M * k; i += 3) id[i] = static_cast<int32_t>(i % 3);
   const Tensor idx = to_dev(*gpu, i32_host(id, {M, k}));
   const Tensor wts = to_dev(*gpu, rand_host(rng, {M, k}, 0.f, 1.f));
-  std::vector<float> got[3];
-  for (int run = 0; run < 3; ++run) {
-    set_cuda_wgmma(*gpu, run < 2);
+  auto run = [&] {
     Tensor out = to_dev(*gpu, zeros_host({M, D}));
     gpu->moe_experts(x, idx, wts, {ex.w1, ex.w3, ex.w2}, 3.f, TensorView(), out);
-    got[run] = floats(to_host(*gpu, out));
-  }
+    return floats(to_host(*gpu, out));
+  };
+  set_cuda_wgmma(*gpu, false);
+  const std::vector<float> want = run();
   set_cuda_wgmma(*gpu, true);
-  EXPECT_TRUE(got[0] == got[2]) << "wgmma vs mma.sync";
-  EXPECT_TRUE(got[0] == got[1]) << "a second call";
+  const int was = set_cuda_expert_cluster(*gpu, 1);
+  for (const int cluster : {1, 2, 4}) {
+    SCOPED_TRACE(cluster);
+    set_cuda_expert_cluster(*gpu, cluster);
+    EXPECT_TRUE(run() == want) << "wgmma vs mma.sync";
+    EXPECT_TRUE(run() == want) << "a second call";
+  }
+  set_cuda_expert_cluster(*gpu, was);
+}
+
+TEST_F(Moe, ExpertClusterSizeMustBeOneTwoOrFour) {
+  const int was = set_cuda_expert_cluster(*gpu, 4);
+  EXPECT_THROW(set_cuda_expert_cluster(*gpu, 3), Error);
+  EXPECT_THROW(set_cuda_expert_cluster(*gpu, 0), Error);
+  EXPECT_EQ(set_cuda_expert_cluster(*gpu, was), 4) << "a bad size leaves the setting";
 }
 
 // The down GEMM's own combine (batch-1 decode, DEEPINFER_CUDA_DOWN_COMBINE) gives the combine

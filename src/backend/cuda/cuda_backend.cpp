@@ -14,6 +14,7 @@
 #include "backend/cuda/kernels.h"
 #include "core/cpu_timer.h"
 #include "core/env.h"
+#include "core/status.h"
 
 namespace deepinfer {
 
@@ -231,6 +232,13 @@ void expect_out_like(const char* op, const TensorView& out, const char* ref_name
 
 // ---- backend: lifecycle, errors, memory --------------------------------------------------------
 
+void CudaBackend::set_expert_cluster(int64_t blocks) {
+  DI_CHECK(blocks == 1 || blocks == 2 || blocks == 4, ErrorCode::kInvalidArgument,
+           "DEEPINFER_CUDA_EXPERT_CLUSTER: {} blocks; the expert cluster size must be 1, 2 or 4",
+           blocks);
+  expert_cluster_ = static_cast<int>(blocks);
+}
+
 DType CudaBackend::product_input_dtype(int64_t rows) const {
   return bf16_product_inputs_ && rows > kDenseGemmMaxRows ? DType::kBF16 : DType::kF32;
 }
@@ -258,6 +266,7 @@ CudaBackend::CudaBackend(int device)
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");
   hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
   down_combine_ = env::get_bool("DEEPINFER_CUDA_DOWN_COMBINE");
+  set_expert_cluster(env::get_int("DEEPINFER_CUDA_EXPERT_CLUSTER"));
   bf16_product_inputs_ = env::get_bool("DEEPINFER_CUDA_BF16_PRODUCT_INPUTS");
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
@@ -620,6 +629,14 @@ bool set_cuda_bf16_product_inputs(Backend& backend, bool on) {
   if (!cuda) return false;
   const bool was = cuda->bf16_product_inputs();
   cuda->set_bf16_product_inputs(on);
+  return was;
+}
+
+int set_cuda_expert_cluster(Backend& backend, int blocks) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
+  if (!cuda) return 0;
+  const int was = cuda->expert_cluster();
+  cuda->set_expert_cluster(blocks);
   return was;
 }
 

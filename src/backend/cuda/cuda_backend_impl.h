@@ -238,6 +238,9 @@ class CudaBackend final : public Backend {
   int64_t down_combines() const { return down_combines_; }
   void set_down_combine(bool on) { down_combine_ = on; }
   bool down_combine() const { return down_combine_; }
+  // The routed experts' up GEMM's cluster size (DEEPINFER_CUDA_EXPERT_CLUSTER): 1, 2 or 4.
+  void set_expert_cluster(int64_t blocks);
+  int expert_cluster() const { return expert_cluster_; }
   // Whether product_input_dtype may answer bf16 (DEEPINFER_CUDA_BF16_PRODUCT_INPUTS).
   void set_bf16_product_inputs(bool on) { bf16_product_inputs_ = on; }
   bool bf16_product_inputs() const { return bf16_product_inputs_; }
@@ -325,6 +328,7 @@ class CudaBackend final : public Backend {
           fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0, down_combines_ = 0;
   bool hc_post_mix_ = true;          // DEEPINFER_CUDA_HC_POST_MIX
   bool down_combine_ = true;         // DEEPINFER_CUDA_DOWN_COMBINE
+  int expert_cluster_ = 2;           // DEEPINFER_CUDA_EXPERT_CLUSTER
   bool bf16_product_inputs_ = true;  // DEEPINFER_CUDA_BF16_PRODUCT_INPUTS
   int64_t graph_key_ = 0;
   // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph

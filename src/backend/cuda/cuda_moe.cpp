@@ -130,10 +130,16 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
       xb = to_bf16(op, x.data_as<float>(), M * D);
       xbf = xb.get();
     }
-    check(launch_moe_up_wgmma(static_cast<const uint16_t*>(xbf), row_token, offsets, tiles,
-                              num_tiles, max_tiles, w1, w3, E, I, D, limit, actp, ctx_->stream()),
-          op);
-    check(launch_moe_down_wgmma(actp, offsets, tiles, num_tiles, max_tiles, w2, E, D, I, yp,
+    // Up's blocks share weight tiles in clusters where experts average kClusterMinTiles tiles
+    // or more (fewer: clusters rarely hold one expert's tiles, and the cluster launch costs);
+    // down's shorter k loops measured slower in clusters (docs/perf.md).
+    constexpr int64_t kClusterMinTiles = 4;
+    const int cluster = R >= kClusterMinTiles * kMoeWgmmaTileRows * E ? expert_cluster_ : 1;
+    check(
+        launch_moe_up_wgmma(static_cast<const uint16_t*>(xbf), row_token, offsets, tiles, num_tiles,
+                            max_tiles, w1, w3, E, I, D, limit, actp, cluster, ctx_->stream()),
+        op);
+    check(launch_moe_down_wgmma(actp, R, offsets, tiles, num_tiles, max_tiles, w2, E, D, I, yp,
                                 ctx_->stream()),
           op);
   } else {

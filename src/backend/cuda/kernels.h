@@ -370,14 +370,18 @@ cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, co
 // The same two GEMMs on Hopper's warpgroup MMA (kernels_expert_wgmma.cu) over a plan of
 // kMoeWgmmaTileRows-row tiles, with x already bf16 ([*, D], D % 8 == 0, I % 8 == 0, 16-byte
 // aligned rows; the E experts' weights 16-byte aligned, read by TMA): the same arithmetic per
-// output as the mma.sync tiles. Only where wgmma_available() (device_info.h).
+// output as the mma.sync tiles. Only where wgmma_available() (device_info.h). Up's blocks run
+// in clusters of `cluster` (1, 2 or 4; others: 1) sharing each weight tile by TMA multicast
+// where their tiles are one expert's; act is [R, I].
 cudaError_t launch_moe_up_wgmma(const uint16_t* x, const int32_t* row_token, const int32_t* offsets,
                                 const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
                                 const uint16_t* w1, const uint16_t* w3, int64_t E, int64_t I,
-                                int64_t D, float limit, uint16_t* act, cudaStream_t stream);
-cudaError_t launch_moe_down_wgmma(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
-                                  const int32_t* num_tiles, int64_t max_tiles, const uint16_t* w2,
-                                  int64_t E, int64_t D, int64_t I, float* y, cudaStream_t stream);
+                                int64_t D, float limit, uint16_t* act, int cluster,
+                                cudaStream_t stream);
+cudaError_t launch_moe_down_wgmma(const uint16_t* act, int64_t R, const int32_t* offsets,
+                                  const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
+                                  const uint16_t* w2, int64_t E, int64_t D, int64_t I, float* y,
+                                  cudaStream_t stream);
 // Dense bf16 products of decode-sized batches on the same tensor-core tiles:
 // out_b[M, N] (+)= x_b[M, K] (bf16) w_b[N, K]^T for b < batch (element
 // strides sx / sw / so; leading dimensions ldx / ldw / ldo). Every output sums its 16-wide k

@@ -1,18 +1,22 @@
 // The routed experts' two GEMMs for prefill-sized batches on Hopper's warpgroup MMA (wgmma,
-// sm_90a): the same plan tiles and the same outputs as grouped_gemm.cuh's up / down modes,
-// on 128-row x 256-column block tiles (two warpgroups of 64 rows sharing one 256-row weight
-// tile), 4 stages of 64-wide k tiles in 128-byte swizzled K-major layout, one wgmma group in
-// flight while the next stage loads: the rows (gathered tokens) by cp.async, the weight tile by
-// TMA (one bulk copy per 128 rows, completing on the stage's mbarrier): per thread eight 16-byte
-// cp.async of weights a stage had the L2 at ~90% of its throughput with DRAM at ~78%. mma.sync
-// tiles of 64 x 128 read every weight tile for each 64 rows and reach ~100-200 TFLOP/s; these read
-// it once per 128 rows and keep the tensor cores fed from shared memory without register staging.
+// sm_90a): the same plan tiles and the same outputs as grouped_gemm.cuh's up / down modes, on
+// 128-row x 256-column block tiles, 4 stages of 64-wide k tiles in 128-byte swizzled K-major
+// layout:
 //   up:   act[r, i] = swiglu(x[row_token[r]] . w1[e, i], x[row_token[r]] . w3[e, i])  (x bf16;
 //         columns 0-127 of a block are gate features, 128-255 the matching up features, which
 //         the same thread holds, so swiglu runs on the accumulators)
 //   down: y[r, d] = act[r] . w2[e, d]                                                (fp32 out)
 // Each output adds its 16-wide k chunks in increasing order into one fp32 accumulator, like the
 // mma.sync tiles (the batch-invariance test checks the bits agree).
+// Warp-specialised: a producer warpgroup fills the ring (weights by TMA; down's rows, one
+// expert's contiguous act rows, by TMA; up's gathered token rows by cp.async from its 128
+// threads); two consumer warpgroups (64 rows each) wait, multiply, free stages and store.
+// These GEMMs are bound by L2 throughput (a block reads 48 KiB a k tile for 4.2 MFLOP;
+// docs/perf.md), so blocks run in clusters of `group` (1, 2 or 4) adjacent tile slots at one
+// column tile: where all of a cluster's slots are one expert's, each producer loads 1 / group
+// of the weight tile into every block by TMA multicast, and a stage is refilled once every
+// block's consumers have freed it (they arrive on every block's `empty` barrier), so blocks
+// drift up to the ring's depth apart instead of meeting each k tile.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/launch.cuh"
@@ -21,176 +25,223 @@
 #include "backend/cuda/tma_ptx.cuh"
 #include "backend/cuda/wgmma_ptx.cuh"
 
+#include <algorithm>
+
 namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4, kThreads = 256;
+constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4;
+constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
+constexpr int kProducerRegs = 56, kConsumerRegs = 224;
 constexpr int kATileBytes = kBM * kBK * 2;  // 16 KiB
 constexpr int kBTileBytes = kBN * kBK * 2;  // 32 KiB
 constexpr int kStageBytes = kATileBytes + kBTileBytes;
-// + 1 KiB so the stages can start on a 1024-byte swizzle atom
 constexpr size_t kSmemBytes = static_cast<size_t>(kStages) * kStageBytes + 1024;
 static_assert(kBM == kMoeWgmmaTileRows, "the plan's tiles are this kernel's rows");
 
-struct ExpertArgs {
-  const uint16_t* x;         // up: bf16 x [*, K], rows gathered through row_token; down: act [R, K]
-  const int32_t* row_token;  // up only
-  const int32_t* offsets;    // [E + 1]
-  const int32_t* tiles;      // [max_tiles] packed (expert, first row)
+struct McArgs {
+  CUtensorMap a;       // down: act [1, R, K] bf16, boxes of kBM rows
+  CUtensorMap w1, w3;  // [E, N, K] (down: w2; w3 up only), boxes of kBN / 2 (down: kBN) rows
+  CUtensorMap piece1, piece3;  // the same in boxes of a shared tile's pieces
+  const uint16_t* x;           // up: bf16 x [*, K], rows gathered through row_token
+  const int32_t* row_token;    // up only
+  const int32_t* offsets;      // [E + 1]
+  const int32_t* tiles;        // [max_tiles] packed (expert, first row)
   const int32_t* num_tiles;
-  CUtensorMap w1;  // [E, N, K] (down: w2), boxes of kBN / 2 (down: kBN) rows; set at launch
-  CUtensorMap w3;  // up only
   int64_t N, K;
   float limit;
   uint16_t* act_out;  // up: [R, N] bf16
   float* y_out;       // down: [R, N] fp32
+  int group;          // cluster size: 1, 2 or 4
 };
 
-// Grid: (tile slot) x (column tile): consecutive blocks share the tile's rows.
 template <bool kUp>
 __global__ void __launch_bounds__(kThreads, 1)
-    expert_wgmma_kernel(const __grid_constant__ ExpertArgs g) {
+    expert_wgmma_kernel(const __grid_constant__ McArgs g) {
   wait_for_prior_grid();
 #if DI_HAVE_WGMMA
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   unsigned char* smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
   const uint32_t sbase = smem_u32(smem);
-
   constexpr int kFeat = kUp ? kBN / 2 : kBN;  // output features per block
   const int64_t col_tiles = (g.N + kFeat - 1) / kFeat;
-  const int64_t slot = blockIdx.x / col_tiles, ct = blockIdx.x % col_tiles;
+  const int group = g.group, rank = static_cast<int>(blockIdx.x % group);
+  // Cluster p at column tile ct: tile slots group * p + rank.
+  const int64_t rest = blockIdx.x / group, first = rest / col_tiles * group, ct = rest % col_tiles;
+  const int64_t slot = first + rank, last = first + group - 1;
+  // The same in every block of the cluster (tiles go in expert order: the first and last
+  // slots' experts match only where all do).
+  const bool shared = group > 1 && last < *g.num_tiles && g.tiles[2 * first] == g.tiles[2 * last];
   if (slot >= *g.num_tiles) return;
   const int32_t e = g.tiles[2 * slot];
-  const int64_t r0 = g.tiles[2 * slot + 1], r_end = g.offsets[e + 1];
-  const int rows = r_end - r0 < kBM ? static_cast<int>(r_end - r0) : kBM;
-  const int64_t n0 = ct * kFeat, K = g.K, N = g.N;
-  __shared__ uint64_t full[kStages];  // stage s's weight tile landed (phase = use count % 2)
-  if (threadIdx.x == 0)
-    for (int s = 0; s < kStages; ++s) mbarrier_init(&full[s], 1);
+  const int r0 = g.tiles[2 * slot + 1], r_end = g.offsets[e + 1];
+  const int rows = r_end - r0 < kBM ? r_end - r0 : kBM;
+  const int n0 = static_cast<int>(ct * kFeat);
+  const int KT = static_cast<int>((g.K + kBK - 1) / kBK);
+
+  __shared__ uint64_t full[kStages], empty[kStages];  // a stage landed / freed by all consumers
+  const int tid = threadIdx.x;
+  if (tid == 0)
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], kUp ? kProducers + 1 : 1);  // up: + the producers' cp.async rows
+      mbarrier_init(&empty[s], shared ? 2 * group : 2);
+    }
   __syncthreads();
+  if (shared) cluster_sync_all();  // every block's barriers initialised before any arrives
 
-  // Loaders: thread -> 16-byte chunk lc of rows lrow + 32 i, stored at its swizzled place (the
-  // row's phase in its atom, lrow % 8, is the same for every i).
-  const int tid = threadIdx.x, lrow = tid >> 3, lc = tid & 7;
-  const int swz = ((lc ^ (lrow & 7)) * 16);
-  constexpr int kALoads = kBM / 32;
-  const uint16_t* a_src[kALoads];
+  if (tid >= kConsumers) {
+    setmaxnreg_dec<kProducerRegs>();
+    const int t = tid - kConsumers;
+    if (kUp || t == 0) {
+      const int lc = t & 7, lrow = t >> 3;  // up: chunk lc of rows lrow + 16 i
+      const int swz = (lc ^ (lrow & 7)) * 16;
+      const uint16_t* a_src[kUp ? kBM / 16 : 1];
+      if constexpr (kUp) {
 #pragma unroll
-  for (int i = 0; i < kALoads; ++i) {
-    const int r = lrow + 32 * i;
-    const int64_t src_row = r >= rows ? -1 : kUp ? g.row_token[r0 + r] : r0 + r;
-    a_src[i] = src_row < 0 ? nullptr : g.x + src_row * K;
-  }
-  const int KT = static_cast<int>((K + kBK - 1) / kBK);
-  auto load_stage = [&](int kt) {
-    if (kt < KT) {
-      unsigned char* st = smem + (kt % kStages) * kStageBytes;
-      const int64_t k = static_cast<int64_t>(kt) * kBK + lc * 8;
-      const bool kin = k < K;
-#pragma unroll
-      for (int i = 0; i < kALoads; ++i)
-        cp_async16(st + (lrow + 32 * i) * 128 + swz, a_src[i] ? a_src[i] + (kin ? k : 0) : g.x,
-                   a_src[i] && kin);
-      if (tid == 0) {  // rows past N or k past K land as zeros
-        uint64_t* bar = &full[kt % kStages];
-        mbarrier_arrive_expect_tx(bar, kBTileBytes);
-        const int kk = kt * kBK, nn = static_cast<int>(n0);
-        if constexpr (kUp) {
-          tma_load_3d(st + kATileBytes, &g.w1, kk, nn, e, bar);
-          tma_load_3d(st + kATileBytes + kBTileBytes / 2, &g.w3, kk, nn, e, bar);
-        } else {
-          tma_load_3d(st + kATileBytes, &g.w1, kk, nn, e, bar);
+        for (int i = 0; i < kBM / 16; ++i) {
+          const int r = r0 + lrow + 16 * i;
+          a_src[i] = r < r_end ? g.x + static_cast<int64_t>(g.row_token[r]) * g.K : nullptr;
         }
       }
-    }
-    cp_async_commit();  // empty past the end, so the group count stays uniform
-  };
-
-  float d[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) d[i] = 0.f;
-  const int wg = tid >> 7;  // this warpgroup's 64 rows of the tile
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) load_stage(s);
-  for (int kt = 0; kt < KT; ++kt) {
-    cp_async_wait<kStages - 2>();                            // stage kt: this thread's rows
-    mbarrier_wait(&full[kt % kStages], (kt / kStages) & 1);  // its weights
-    fence_proxy_async_smem();
-    __syncthreads();  // ... and everyone's rows
-    const uint32_t st = sbase + (kt % kStages) * kStageBytes;
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks)
-      wgmma_m64n256k16_bf16(d, wgmma_desc_sw128(st + wg * 64 * 128 + ks * 32),
-                            wgmma_desc_sw128(st + kATileBytes + ks * 32));
-    wgmma_commit();
-    wgmma_wait<1>();  // the previous stage's MMAs are done ...
-    __syncthreads();  // ... in both warpgroups, so its buffer can be refilled
-    load_stage(kt + kStages - 1);
-  }
-  wgmma_wait<0>();
-  wgmma_fence_operands(d);
-  cp_async_wait_all();
-
-  const int warp = (tid >> 5) & 3, lane = tid & 31, gr = lane >> 2, tq = lane & 3;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = wg * 64 + warp * 16 + gr + 8 * h;
-    if (r >= rows) continue;
-    if constexpr (kUp) {
-      uint16_t* dst = g.act_out + (r0 + r) * N;
-#pragma unroll
-      for (int j = 0; j < kBN / 16; ++j) {
-        const int64_t n = n0 + j * 8 + tq * 2;
-        if (n >= N) continue;  // N % 8 == 0: n + 1 is in too
-        float v[2];
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float gate = d[4 * j + 2 * h + c], up = d[4 * (j + kBN / 16) + 2 * h + c];
-          if (g.limit > 0.f) {
-            gate = fminf(gate, g.limit);
-            up = fminf(fmaxf(up, -g.limit), g.limit);
+      Ring<kStages> ring;
+      for (int kt = 0; kt < KT; ++kt, ++ring.use) {
+        mbarrier_wait(&empty[ring.slot()], ring.parity() ^ 1);
+        uint64_t* bar = &full[ring.slot()];
+        unsigned char* st = smem + ring.slot() * kStageBytes;
+        if (t == 0) {  // rows past N or R and k past K land as zeros
+          mbarrier_arrive_expect_tx(bar, kUp ? kBTileBytes : kStageBytes);
+          if constexpr (!kUp) tma_load_3d(st, &g.a, kt * kBK, r0, 0, bar);
+          if (shared) {  // this block's piece (rows p0.. of the kBN), into every block
+            const int piece = kBN / group, p0 = rank * piece;
+            const uint16_t mask = static_cast<uint16_t>((1u << group) - 1);
+            unsigned char* dst = st + kATileBytes + p0 * 128;
+            if (kUp && p0 >= kBN / 2)  // up: w1's rows, then w3's
+              tma_load_3d_multicast(dst, &g.piece3, kt * kBK, n0 + p0 - kBN / 2, e, bar, mask);
+            else
+              tma_load_3d_multicast(dst, &g.piece1, kt * kBK, n0 + p0, e, bar, mask);
+          } else {
+            tma_load_3d(st + kATileBytes, &g.w1, kt * kBK, n0, e, bar);
+            if constexpr (kUp)
+              tma_load_3d(st + kATileBytes + kBTileBytes / 2, &g.w3, kt * kBK, n0, e, bar);
           }
-          v[c] = gate / (1.f + expf(-gate)) * up;
         }
-        *reinterpret_cast<uint32_t*>(dst + n) =
-            static_cast<uint32_t>(f32_to_bf16_bits(v[0])) |
-            (static_cast<uint32_t>(f32_to_bf16_bits(v[1])) << 16);
-      }
-    } else {
-      float* dst = g.y_out + (r0 + r) * N;
+        if constexpr (kUp) {
+          const int64_t k = static_cast<int64_t>(kt) * kBK + lc * 8;
+          const bool kin = k < g.K;
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        const int64_t n = n0 + j * 8 + tq * 2;
-        if (n < N)
-          *reinterpret_cast<float2*>(dst + n) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+          for (int i = 0; i < kBM / 16; ++i)
+            cp_async16(st + (lrow + 16 * i) * 128 + swz, a_src[i] ? a_src[i] + (kin ? k : 0) : g.x,
+                       a_src[i] && kin);
+          cp_async_mbarrier_arrive(bar);
+        }
+      }
+      if constexpr (kUp) cp_async_wait_all();
+    }
+  } else {
+    setmaxnreg_inc<kConsumerRegs>();
+    const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, gr = lane >> 2, tq = lane & 3;
+    const bool leader = (tid & 127) == 0;
+    auto release = [&](int s) {  // this warpgroup is done with stage s
+      if (!leader) return;
+      if (shared)
+        for (int r = 0; r < group; ++r) mbarrier_arrive_cluster(&empty[s], r);
+      else
+        mbarrier_arrive(&empty[s]);
+    };
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+    Ring<kStages> ring;
+    int prev = -1;
+    for (int kt = 0; kt < KT; ++kt, ++ring.use) {
+      mbarrier_wait(&full[ring.slot()], ring.parity());
+      if constexpr (kUp) fence_proxy_async_smem();  // the producers' cp.async rows
+      const uint32_t st = sbase + ring.slot() * kStageBytes;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks)
+        wgmma_m64n256k16_bf16(d, wgmma_desc_sw128(st + wg * 64 * 128 + ks * 32),
+                              wgmma_desc_sw128(st + kATileBytes + ks * 32));
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous stage's MMAs are done: free it
+      if (prev >= 0) release(prev);
+      prev = ring.slot();
+    }
+    wgmma_wait<0>();
+    wgmma_fence_operands(d);
+    release(prev);
+
+    const int64_t N = g.N;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wg * 64 + warp * 16 + gr + 8 * h;
+      if (r >= rows) continue;
+      if constexpr (kUp) {
+        uint16_t* dst = g.act_out + (r0 + r) * N;
+#pragma unroll
+        for (int j = 0; j < kBN / 16; ++j) {
+          const int64_t c = n0 + j * 8 + tq * 2;
+          if (c >= N) continue;  // N % 8 == 0: c + 1 is in too
+          float v[2];
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            float gate = d[4 * j + 2 * h + q], up = d[4 * (j + kBN / 16) + 2 * h + q];
+            if (g.limit > 0.f) {
+              gate = fminf(gate, g.limit);
+              up = fminf(fmaxf(up, -g.limit), g.limit);
+            }
+            v[q] = gate / (1.f + expf(-gate)) * up;
+          }
+          *reinterpret_cast<uint32_t*>(dst + c) =
+              static_cast<uint32_t>(f32_to_bf16_bits(v[0])) |
+              (static_cast<uint32_t>(f32_to_bf16_bits(v[1])) << 16);
+        }
+      } else {
+        float* dst = g.y_out + (r0 + r) * N;
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) {
+          const int64_t c = n0 + j * 8 + tq * 2;
+          if (c < N)
+            *reinterpret_cast<float2*>(dst + c) =
+                make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
       }
     }
   }
+  // Peers arrive on this block's barriers until their last stage: none leaves before all are
+  // done.
+  if (shared) cluster_sync_all();
 #else
   __trap();  // launched only on sm_90a devices (wgmma_available)
 #endif
 }
 
 template <bool kUp>
-cudaError_t launch_expert_wgmma(ExpertArgs& a, const uint16_t* w1, const uint16_t* w3, int64_t E,
-                                int64_t max_tiles, cudaStream_t stream) {
+cudaError_t launch_expert_wgmma(McArgs& a, const uint16_t* w1, const uint16_t* w3, int64_t E,
+                                int64_t max_tiles, int group, cudaStream_t stream) {
+  if (group != 2 && group != 4) group = 1;
+  if (group > 1 && !cluster_launch_supported()) group = 1;
+  a.group = group;
   constexpr uint32_t box_rows = kUp ? kBN / 2 : kBN;
+  const uint32_t piece = std::min<uint32_t>(kBN / group, box_rows);
   if (!bf16_row_tiles_map(&a.w1, w1, E, a.N, a.K, box_rows) ||
-      (kUp && !bf16_row_tiles_map(&a.w3, w3, E, a.N, a.K, box_rows)) || a.N > 0x7fffffff ||
-      a.K > 0x7fffffff || E > 0x7fffffff)
+      (kUp && !bf16_row_tiles_map(&a.w3, w3, E, a.N, a.K, box_rows)) ||
+      !bf16_row_tiles_map(&a.piece1, w1, E, a.N, a.K, piece) ||
+      (kUp && !bf16_row_tiles_map(&a.piece3, w3, E, a.N, a.K, piece)))
     return cudaErrorInvalidValue;
   constexpr int64_t feat = kUp ? kBN / 2 : kBN;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
+  max_tiles = (max_tiles + group - 1) / group * group;  // whole clusters
   if (max_tiles * col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
   static const cudaError_t attr =
       cudaFuncSetAttribute(expert_wgmma_kernel<kUp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmemBytes));
   if (attr != cudaSuccess) return attr;
-  return launch_kernel(expert_wgmma_kernel<kUp>, static_cast<unsigned>(max_tiles * col_tiles),
-                       kThreads, kSmemBytes, stream, a);
+  return launch_kernel_clustered(expert_wgmma_kernel<kUp>,
+                                 static_cast<unsigned>(max_tiles * col_tiles), kThreads, kSmemBytes,
+                                 stream, dim3(group, 1, 1), a);
 }
 
 }  // namespace
@@ -198,20 +249,41 @@ cudaError_t launch_expert_wgmma(ExpertArgs& a, const uint16_t* w1, const uint16_
 cudaError_t launch_moe_up_wgmma(const uint16_t* x, const int32_t* row_token, const int32_t* offsets,
                                 const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
                                 const uint16_t* w1, const uint16_t* w3, int64_t E, int64_t I,
-                                int64_t D, float limit, uint16_t* act, cudaStream_t stream) {
+                                int64_t D, float limit, uint16_t* act, int cluster,
+                                cudaStream_t stream) {
   if (max_tiles <= 0 || I <= 0) return cudaSuccess;
-  if (D % 8 != 0 || I % 8 != 0) return cudaErrorInvalidValue;
-  ExpertArgs a{x, row_token, offsets, tiles, num_tiles, {}, {}, I, D, limit, act, nullptr};
-  return launch_expert_wgmma<true>(a, w1, w3, E, max_tiles, stream);
+  if (D % 8 != 0 || I % 8 != 0 || I > 0x7fffffff || D > 0x7fffffff || E > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  McArgs a{};
+  a.x = x;
+  a.row_token = row_token;
+  a.offsets = offsets;
+  a.tiles = tiles;
+  a.num_tiles = num_tiles;
+  a.N = I;
+  a.K = D;
+  a.limit = limit;
+  a.act_out = act;
+  return launch_expert_wgmma<true>(a, w1, w3, E, max_tiles, cluster, stream);
 }
 
-cudaError_t launch_moe_down_wgmma(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
-                                  const int32_t* num_tiles, int64_t max_tiles, const uint16_t* w2,
-                                  int64_t E, int64_t D, int64_t I, float* y, cudaStream_t stream) {
-  if (max_tiles <= 0 || D <= 0) return cudaSuccess;
-  if (I % 8 != 0 || D % 8 != 0) return cudaErrorInvalidValue;
-  ExpertArgs a{act, nullptr, offsets, tiles, num_tiles, {}, {}, D, I, 0.f, nullptr, y};
-  return launch_expert_wgmma<false>(a, w2, nullptr, E, max_tiles, stream);
+cudaError_t launch_moe_down_wgmma(const uint16_t* act, int64_t R, const int32_t* offsets,
+                                  const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
+                                  const uint16_t* w2, int64_t E, int64_t D, int64_t I, float* y,
+                                  cudaStream_t stream) {
+  if (max_tiles <= 0 || D <= 0 || R <= 0) return cudaSuccess;
+  if (I % 8 != 0 || D % 8 != 0 || D > 0x7fffffff || I > 0x7fffffff || R > 0x7fffffff ||
+      E > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  McArgs a{};
+  if (!bf16_row_tiles_map(&a.a, act, 1, R, I, kBM)) return cudaErrorInvalidValue;
+  a.offsets = offsets;
+  a.tiles = tiles;
+  a.num_tiles = num_tiles;
+  a.N = D;
+  a.K = I;
+  a.y_out = y;
+  return launch_expert_wgmma<false>(a, w2, nullptr, E, max_tiles, 1, stream);
 }
 
 }  // namespace deepinfer::cuda
