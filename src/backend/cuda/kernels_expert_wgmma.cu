@@ -37,10 +37,11 @@ constexpr int kProducerRegs = 56, kConsumerRegs = 224;
 constexpr int kATileBytes = kBM * kBK * 2;  // 16 KiB
 constexpr int kBTileBytes = kBN * kBK * 2;  // 32 KiB
 constexpr int kStageBytes = kATileBytes + kBTileBytes;
+// + 1 KiB so the stages can start on a 1024-byte swizzle atom
 constexpr size_t kSmemBytes = static_cast<size_t>(kStages) * kStageBytes + 1024;
 static_assert(kBM == kMoeWgmmaTileRows, "the plan's tiles are this kernel's rows");
 
-struct McArgs {
+struct ExpertArgs {
   CUtensorMap a;       // down: act [1, R, K] bf16, boxes of kBM rows
   CUtensorMap w1, w3;  // [E, N, K] (down: w2; w3 up only), boxes of kBN / 2 (down: kBN) rows
   CUtensorMap piece1, piece3;  // the same in boxes of a shared tile's pieces
@@ -56,9 +57,10 @@ struct McArgs {
   int group;          // cluster size: 1, 2 or 4
 };
 
+// Grid: (cluster of tile slots) x (column tile): consecutive clusters share their tiles' rows.
 template <bool kUp>
 __global__ void __launch_bounds__(kThreads, 1)
-    expert_wgmma_kernel(const __grid_constant__ McArgs g) {
+    expert_wgmma_kernel(const __grid_constant__ ExpertArgs g) {
   wait_for_prior_grid();
 #if DI_HAVE_WGMMA
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -219,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <bool kUp>
-cudaError_t launch_expert_wgmma(McArgs& a, const uint16_t* w1, const uint16_t* w3, int64_t E,
+cudaError_t launch_expert_wgmma(ExpertArgs& a, const uint16_t* w1, const uint16_t* w3, int64_t E,
                                 int64_t max_tiles, int group, cudaStream_t stream) {
   if (group != 2 && group != 4) group = 1;
   if (group > 1 && !cluster_launch_supported()) group = 1;
@@ -254,7 +256,7 @@ cudaError_t launch_moe_up_wgmma(const uint16_t* x, const int32_t* row_token, con
   if (max_tiles <= 0 || I <= 0) return cudaSuccess;
   if (D % 8 != 0 || I % 8 != 0 || I > 0x7fffffff || D > 0x7fffffff || E > 0x7fffffff)
     return cudaErrorInvalidValue;
-  McArgs a{};
+  ExpertArgs a{};
   a.x = x;
   a.row_token = row_token;
   a.offsets = offsets;
@@ -275,7 +277,7 @@ cudaError_t launch_moe_down_wgmma(const uint16_t* act, int64_t R, const int32_t*
   if (I % 8 != 0 || D % 8 != 0 || D > 0x7fffffff || I > 0x7fffffff || R > 0x7fffffff ||
       E > 0x7fffffff)
     return cudaErrorInvalidValue;
-  McArgs a{};
+  ExpertArgs a{};
   if (!bf16_row_tiles_map(&a.a, act, 1, R, I, kBM)) return cudaErrorInvalidValue;
   a.offsets = offsets;
   a.tiles = tiles;
