@@ -44,7 +44,7 @@ static_assert(kBM == kMoeWgmmaTileRows, "the plan's tiles are this kernel's rows
 struct ExpertArgs {
   CUtensorMap a;       // down: act [1, R, K] bf16, boxes of kBM rows
   CUtensorMap w1, w3;  // [E, N, K] (down: w2; w3 up only), boxes of kBN / 2 (down: kBN) rows
-  CUtensorMap piece1, piece3;  // the same in boxes of a shared tile's pieces
+  CUtensorMap piece1, piece3;  // the same in boxes of a shared tile's pieces (clusters only)
   const uint16_t* x;           // up: bf16 x [*, K], rows gathered through row_token
   const int32_t* row_token;    // up only
   const int32_t* offsets;      // [E + 1]
@@ -229,9 +229,11 @@ cudaError_t launch_expert_wgmma(ExpertArgs& a, const uint16_t* w1, const uint16_
   constexpr uint32_t box_rows = kUp ? kBN / 2 : kBN;
   const uint32_t piece = std::min<uint32_t>(kBN / group, box_rows);
   if (!bf16_row_tiles_map(&a.w1, w1, E, a.N, a.K, box_rows) ||
-      (kUp && !bf16_row_tiles_map(&a.w3, w3, E, a.N, a.K, box_rows)) ||
-      !bf16_row_tiles_map(&a.piece1, w1, E, a.N, a.K, piece) ||
-      (kUp && !bf16_row_tiles_map(&a.piece3, w3, E, a.N, a.K, piece)))
+      (kUp && !bf16_row_tiles_map(&a.w3, w3, E, a.N, a.K, box_rows)))
+    return cudaErrorInvalidValue;
+  // The pieces' maps only where blocks may share (the kernel reads them nowhere else).
+  if (group > 1 && (!bf16_row_tiles_map(&a.piece1, w1, E, a.N, a.K, piece) ||
+                    (kUp && !bf16_row_tiles_map(&a.piece3, w3, E, a.N, a.K, piece))))
     return cudaErrorInvalidValue;
   constexpr int64_t feat = kUp ? kBN / 2 : kBN;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
