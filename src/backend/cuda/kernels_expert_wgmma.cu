@@ -196,9 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             v[q] = gate / (1.f + expf(-gate)) * up;
           }
-          *reinterpret_cast<uint32_t*>(dst + c) =
-              static_cast<uint32_t>(f32_to_bf16_bits(v[0])) |
-              (static_cast<uint32_t>(f32_to_bf16_bits(v[1])) << 16);
+          *reinterpret_cast<uint32_t*>(dst + c) = pack_bf16(v[0], v[1]);
         }
       } else {
         float* dst = g.y_out + (r0 + r) * N;
