@@ -17,12 +17,23 @@ namespace deepinfer {
 
 enum class ScoringFunc { kSoftmax, kSigmoid, kSqrtSoftplus };
 
-// Routed experts of one MoE layer, stacked over experts.
+// Routed experts of one MoE layer, stacked over experts: in the backend's weight_dtype(), or kept
+// in the checkpoint's MXFP4 where Backend::takes_mxfp4_experts says so. MXFP4: w1 / w3 / w2 are
+// FP4E2M1 (two per byte, the low nibble the even column) of the shapes below, and s1 / s3 / s2
+// their E8M0 scales, one per 32 values of a row, stored k-group-major: s1 [E, D / 32, I] (s1[e,
+// g, i] scales w1[e, i, 32 g .. 32 g + 31]), s3 likewise, s2 [E, I / 32, D]. Every scale is in
+// [kMxfp4MinScale, kMxfp4MaxScale], so each weight is exact in bf16 and fp32 (and a backend may
+// widen it by a bf16 multiply). Without scales (empty views) the experts are unquantised.
 struct ExpertWeights {
   TensorView w1;  // [E, I, D] gate
   TensorView w3;  // [E, I, D] up
   TensorView w2;  // [E, D, I] down
+  TensorView s1, s3, s2;
+  bool mxfp4() const { return !s1.empty(); }
 };
+// The e8m0 scales MXFP4-resident experts may have: 2^-125 .. 2^1 (a weight's magnitude is at most
+// 6 * 2, the least nonzero one 0.5 * 2^-125, both normal in bf16).
+inline constexpr uint8_t kMxfp4MinScale = 2, kMxfp4MaxScale = 128;
 
 class Backend {
  public:
@@ -32,6 +43,15 @@ class Backend {
   // experts of moe_experts and the embedding table (fp32 on the CPU, bf16 on CUDA). Vectors and
   // small parameters (norm weights, biases, sinks, ape, mHC parameters) are always fp32.
   virtual DType weight_dtype() const { return DType::kF32; }
+  // Whether moe_experts takes routed experts of E experts, intermediate size I and hidden size D
+  // kept in MXFP4 (ExpertWeights): the loader then keeps a checkpoint's MXFP4 experts as they
+  // are (DEEPINFER_MXFP4_EXPERTS) instead of widening them to weight_dtype().
+  virtual bool takes_mxfp4_experts(int64_t E, int64_t I, int64_t D) const {
+    (void)E;
+    (void)I;
+    (void)D;
+    return false;
+  }
   // The dtype a producer best writes a tensor of `rows` rows in whose only readers are products
   // (matmul, grouped_matmul, moe_experts): weight_dtype() where the backend's products of that
   // size round x to it anyway (writing it so saves them a cast pass over fp32), else F32. The

@@ -43,6 +43,10 @@ constexpr VarSpec kVars[] = {
      "drops the same product, so prefill rows stay bitwise decode rows and batches stay "
      "invariant. 0: Q and P split too (three MMAs, ~fp32 scores; prefill slower, "
      "docs/perf.md)."},
+    {"DEEPINFER_MXFP4_EXPERTS", VarType::kBool, "1",
+     "Keep a checkpoint's MXFP4 routed experts in MXFP4 (4.25 bits a weight) where the backend's "
+     "moe_experts takes them (the CPU backend; not CUDA yet), widening each tile as it is used: "
+     "the same logits, bit for bit, as widening them once at load. 0: widen at load."},
     {"DEEPINFER_CUDA_EXPERT_CLUSTER", VarType::kInt, "2",
      "CUDA backend: the routed experts' up GEMM of prefill-sized batches (experts averaging 4 "
      "or more 128-row tiles) runs its blocks in clusters of this many (1, 2 or 4); where a "

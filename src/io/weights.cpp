@@ -336,6 +336,20 @@ Tensor WeightStore::get_i32(const std::string& canonical_name,
   return out;
 }
 
+bool WeightStore::get_mxfp4(const std::string& canonical_name, const std::vector<int64_t>& shape,
+                            uint8_t* packed, uint8_t* scales) const {
+  const Entry& e = impl_->lookup(canonical_name);
+  impl_->check_shape(canonical_name, e, shape);
+  if (e.quant != Quant::kMxfp4 || shape.size() != 2 || shape[1] % kMxfp4BlockSize != 0)
+    return false;
+  const int64_t rows = shape[0], cols = shape[1], scale_cols = cols / kMxfp4BlockSize;
+  // The first row within the stored tensor (fused: counts the earlier experts' rows).
+  const int64_t first_row = e.fused ? e.expert * e.w.t->shape[1] + e.row_begin : 0;
+  std::memcpy(packed, e.w.t->data + first_row * (cols / 2), rows * (cols / 2));
+  std::memcpy(scales, e.scale.t->data + first_row * scale_cols, rows * scale_cols);
+  return true;
+}
+
 std::vector<std::string> WeightStore::canonical_names() const {
   std::vector<std::string> names;
   names.reserve(impl_->entries.size());

@@ -36,6 +36,12 @@ class WeightStore {
   // The same, for shapes built at run time.
   Tensor get_f32(const std::string& canonical_name, const std::vector<int64_t>& shape) const;
   Tensor get_i32(const std::string& canonical_name, const std::vector<int64_t>& shape) const;
+  // Where the tensor is stored in MXFP4 (e2m1 pairs, one e8m0 scale per 32 values of a row) and
+  // its rows are whole scale blocks: copies its packed bytes ([rows, cols / 2], the low nibble
+  // the even column) to `packed` and its scales ([rows, cols / 32]) to `scales` and returns true.
+  // Any other storage: false, nothing copied. The shape is checked as get_f32 checks it.
+  bool get_mxfp4(const std::string& canonical_name, const std::vector<int64_t>& shape,
+                 uint8_t* packed, uint8_t* scales) const;
   std::vector<std::string> canonical_names() const;
 
   // The shape get_f32 produces (quantised tensors: the dequantised shape; slices of fused

@@ -208,6 +208,84 @@ TEST_F(Moe, ExpertsAccumulateWeightedOutputs) {
   }
 }
 
+// MXFP4 experts of `rows` x `cols` matrices (backend.h, ExpertWeights): random e2m1 pairs and
+// scales in the allowed range (its ends included), and the same widened to fp32 by core/dtype's
+// conversions.
+struct Mxfp4Matrices {
+  Tensor packed, scales, wide;
+};
+Mxfp4Matrices random_mxfp4(Rng& rng, int64_t E, int64_t rows, int64_t cols) {
+  const int64_t groups = cols / 32;
+  Mxfp4Matrices m{make({E, rows, cols}, DType::kFP4E2M1), make({E, groups, rows}, DType::kE8M0),
+                  make({E, rows, cols})};
+  uint8_t* p = m.packed.data_as<uint8_t>();
+  uint8_t* s = m.scales.data_as<uint8_t>();
+  for (int64_t i = 0; i < E * rows * cols / 2; ++i)
+    p[i] = static_cast<uint8_t>(rng.integer(0, 255));
+  for (int64_t i = 0; i < E * groups * rows; ++i)
+    s[i] = static_cast<uint8_t>(i % 97 == 0   ? kMxfp4MinScale
+                                : i % 89 == 0 ? kMxfp4MaxScale
+                                              : rng.integer(118, 127));
+  float* w = m.wide.data_as<float>();
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint8_t b = p[(e * rows + r) * cols / 2 + c / 2];
+        w[(e * rows + r) * cols + c] =
+            e2m1_to_f32(c % 2 ? b >> 4 : b & 15) * e8m0_to_f32(s[(e * groups + c / 32) * rows + r]);
+      }
+  return m;
+}
+
+TEST_F(Moe, Mxfp4ExpertsGiveTheBitsOfTheirWidenedWeights) {
+  SEED_TRACE();
+  for (auto c : std::vector<MoeCase>{{1, 64, 96, 8, 3}, {40, 128, 64, 16, 6}}) {
+    SCOPED_TRACE(testing::Message() << "M=" << c.M << " D=" << c.D << " I=" << c.I);
+    Rng rng;
+    ASSERT_TRUE(be->takes_mxfp4_experts(c.E, c.I, c.D));
+    const Mxfp4Matrices w1 = random_mxfp4(rng, c.E, c.I, c.D),
+                        w3 = random_mxfp4(rng, c.E, c.I, c.D),
+                        w2 = random_mxfp4(rng, c.E, c.D, c.I);
+    Tensor x = rand_tensor(rng, {c.M, c.D}, -0.05f, 0.05f);
+    Tensor wts = rand_tensor(rng, {c.M, c.k}, 0.f, 1.f);
+    std::vector<int32_t> idx(c.M * c.k);
+    for (auto& i : idx) i = static_cast<int32_t>(rng.integer(0, c.E - 1));
+    Tensor idx_t = int_tensor(idx, {c.M, c.k});
+    Tensor wide_out = rand_tensor(rng, {c.M, c.D}), packed_out = make({c.M, c.D});
+    std::memcpy(packed_out.data_as<float>(), wide_out.data_as<float>(), wide_out.view().nbytes());
+    be->moe_experts(x, idx_t, wts, ExpertWeights{w1.wide, w3.wide, w2.wide}, 7.f, TensorView(),
+                    wide_out);
+    const ExpertWeights packed{w1.packed, w3.packed, w2.packed, w1.scales, w3.scales, w2.scales};
+    ASSERT_TRUE(packed.mxfp4());
+    be->moe_experts(x, idx_t, wts, packed, 7.f, TensorView(), packed_out);
+    EXPECT_EQ(0, std::memcmp(wide_out.data_as<float>(), packed_out.data_as<float>(),
+                             wide_out.view().nbytes()));
+  }
+}
+
+TEST_F(Moe, Mxfp4ExpertsRejectBadScalesAndShapes) {
+  Rng rng;
+  const Mxfp4Matrices w1 = random_mxfp4(rng, 2, 32, 64), w3 = random_mxfp4(rng, 2, 32, 64),
+                      w2 = random_mxfp4(rng, 2, 64, 32);
+  Tensor x = make({1, 64}), wts = make({1, 1}), out = make({1, 64});
+  const Tensor idx = int_tensor({1}, {1, 1});
+  // s2 shaped like s1 (row-major instead of k-group-major).
+  EXPECT_THROW(be->moe_experts(x, idx, wts,
+                               ExpertWeights{w1.packed, w3.packed, w2.packed, w1.scales, w3.scales,
+                                             make({2, 64, 1}, DType::kE8M0)},
+                               1.f, TensorView(), out),
+               Error);
+  // fp32 data with scales.
+  EXPECT_THROW(
+      be->moe_experts(x, idx, wts,
+                      ExpertWeights{w1.wide, w3.wide, w2.wide, w1.scales, w3.scales, w2.scales},
+                      1.f, TensorView(), out),
+      Error);
+  // Rows not whole scale blocks.
+  EXPECT_FALSE(be->takes_mxfp4_experts(2, 48, 64));
+  EXPECT_FALSE(be->takes_mxfp4_experts(2, 32, 40));
+}
+
 TEST_F(Moe, ExpertsRejectBadInputs) {
   Tensor x = make({2, 8}), w = make({2, 2}), out = make({2, 8});
   ExpertWeights ew{make({3, 4, 8}), make({3, 4, 8}), make({3, 8, 4})};

@@ -101,6 +101,36 @@ TEST(RandomCheckpoint, Mxfp4ExpertsLoadAndRun) {
   EXPECT_LT(rel_l2(logits, run_logits(bf, kIds)), 0.5);
 }
 
+// DEEPINFER_MXFP4_EXPERTS for one scope (the loader reads it per load).
+class ScopedMxfp4Experts {
+ public:
+  explicit ScopedMxfp4Experts(bool on) { setenv("DEEPINFER_MXFP4_EXPERTS", on ? "1" : "0", 1); }
+  ~ScopedMxfp4Experts() { unsetenv("DEEPINFER_MXFP4_EXPERTS"); }
+};
+
+TEST(RandomCheckpoint, Mxfp4ResidentExpertsGiveTheLogitsOfWidenedOnes) {
+  const std::string& mx = tiny_checkpoint(CheckpointDtype::kMxfp4Experts, 2);
+  auto backend = make_cpu_backend();
+  std::vector<float> logits[2];
+  for (int on = 0; on < 2; ++on) {
+    ScopedMxfp4Experts env(on);
+    auto model = deepseek_v4::Model::load(mx, *backend);
+    const auto& moe = model->weights().layers.at(1).moe;
+    EXPECT_EQ(moe.w2.dtype(), on ? DType::kFP4E2M1 : DType::kF32);
+    EXPECT_EQ(moe.s2.defined(), on == 1);
+    if (on) {
+      EXPECT_EQ(moe.w2.dim(1), 256);       // [E, D, I]
+      EXPECT_EQ(moe.s2.dim(1), 192 / 32);  // [E, I / 32, D]
+      EXPECT_EQ(moe.s2.dim(2), 256);
+    }
+    auto state = model->new_state();
+    Tensor t = model->forward(kIds, state);
+    logits[on].assign(t.data_as<float>(), t.data_as<float>() + t.numel());
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)));
+}
+
 std::string file_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});

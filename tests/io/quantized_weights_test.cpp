@@ -160,6 +160,45 @@ TEST(QuantizedWeights, FusedMxfp4ExpertSlices) {
   EXPECT_EQ(w1.data_as<float>()[0], 1.0f);
 }
 
+TEST(QuantizedWeights, Mxfp4KeptPackedPlainAndFused) {
+  TempDir dir;
+  // A plain expert matrix [2, 64] (I8 [2, 32], scales [2, 2]) and a fused gate_up_proj stored U8
+  // [E=2, 2I=4, D/2=16] (D = 32, scales [2, 4, 1]); a bf16 matrix is not MXFP4.
+  std::vector<uint8_t> plain(2 * 32);
+  for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 7);
+  const std::vector<uint8_t> plain_scale = {127, 129, 126, 131};
+  std::vector<uint8_t> fused(2 * 4 * 16);
+  for (size_t i = 0; i < fused.size(); ++i) fused[i] = static_cast<uint8_t>(i * 13 + 1);
+  std::vector<uint8_t> fused_scale = {120, 121, 122, 123, 124, 125, 126, 127};
+  write_checkpoint(
+      dir, {raw_tensor("layers.3.ffn.experts.7.w2.weight", "I8", {2, 32}, plain),
+            raw_tensor("layers.3.ffn.experts.7.w2.scale", "F8_E8M0", {2, 2}, plain_scale),
+            raw_tensor("model.layers.2.mlp.experts.gate_up_proj", "U8", {2, 4, 16}, fused),
+            raw_tensor("model.layers.2.mlp.experts.gate_up_proj_scale_inv", "F8_E8M0", {2, 4, 1},
+                       fused_scale),
+            raw_tensor("layers.0.attn.wq_a.weight", "BF16", {1, 32}, std::vector<uint8_t>(64))});
+  auto store = WeightStore::open(dir.str());
+  std::vector<uint8_t> packed(64), scales(4);
+  ASSERT_TRUE(
+      store->get_mxfp4("layers.3.ffn.experts.7.w2.weight", {2, 64}, packed.data(), scales.data()));
+  EXPECT_EQ(packed, plain);
+  EXPECT_EQ(scales, plain_scale);
+  // Expert 1's w3: rows 2, 3 of its [4, 16] slice.
+  packed.assign(32, 0);
+  scales.assign(2, 0);
+  ASSERT_TRUE(
+      store->get_mxfp4("layers.2.ffn.experts.1.w3.weight", {2, 32}, packed.data(), scales.data()));
+  EXPECT_EQ(packed, std::vector<uint8_t>(fused.begin() + 6 * 16, fused.begin() + 8 * 16));
+  EXPECT_EQ(scales, (std::vector<uint8_t>{126, 127}));
+  EXPECT_FALSE(
+      store->get_mxfp4("layers.0.attn.wq_a.weight", {1, 32}, packed.data(), scales.data()));
+  expect_error(
+      [&] {
+        store->get_mxfp4("layers.3.ffn.experts.7.w2.weight", {2, 32}, packed.data(), scales.data());
+      },
+      ErrorCode::kCorrupt, {"has shape [2, 64], expected [2, 32]"});
+}
+
 TEST(QuantizedWeights, ScaleErrorsNameBothTensors) {
   TempDir dir;
   const std::vector<uint8_t> w(4 * 3, 0x38);

@@ -19,6 +19,10 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend();
   Device device() const override { return Device::kCpu; }
+  // MXFP4 experts: each task widens the rows it multiplies (cpu_moe.cpp).
+  bool takes_mxfp4_experts(int64_t E, int64_t I, int64_t D) const override {
+    return E > 0 && I % 32 == 0 && D % 32 == 0;
+  }
 
   Tensor empty(std::initializer_list<int64_t> shape, DType dtype = DType::kF32) override;
   void upload(const void* host, const TensorView& dst) override;

@@ -38,6 +38,30 @@ void score_row(const float* x, int64_t E, ScoringFunc func, float* s) {
   }
 }
 
+// Rows [r0, r1) of expert e's MXFP4 matrix w [E, rows, cols] (scales s [E, cols / 32, rows],
+// backend.h) widened to fp32 into out [r1 - r0, cols]: the values dequantising at load gives.
+void widen_mxfp4_rows(const TensorView& w, const TensorView& s, int64_t e, int64_t r0, int64_t r1,
+                      std::vector<float>& out) {
+  static constexpr float kE2m1[16] = {0.f,  0.5f,  1.f,  1.5f,  2.f,  3.f,  4.f,  6.f,
+                                      -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
+  const int64_t rows = w.dim(1), cols = w.dim(2), groups = cols / 32;
+  const uint8_t* pw = w.data_as<uint8_t>() + e * rows * (cols / 2);
+  const uint8_t* ps = s.data_as<uint8_t>() + e * groups * rows;
+  out.resize(static_cast<size_t>((r1 - r0) * cols));
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = pw + r * (cols / 2);
+    float* dst = out.data() + (r - r0) * cols;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float scale = std::ldexp(1.f, ps[g * rows + r] - 127);
+      for (int64_t j = 0; j < 16; ++j) {
+        const uint8_t b = row[g * 16 + j];
+        dst[g * 32 + 2 * j] = kE2m1[b & 15] * scale;
+        dst[g * 32 + 2 * j + 1] = kE2m1[b >> 4] * scale;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void CpuBackend::route(const TensorView& logits, ScoringFunc func, const TensorView& bias,
@@ -129,10 +153,19 @@ void CpuBackend::moe_experts(const TensorView& x, const TensorView& idx, const T
   cpu::expect(op, "idx", idx, DType::kI32, {M, kAny});
   const int64_t k = idx.dim(1);
   cpu::expect(op, "weights", weights, DType::kF32, {M, k});
-  cpu::expect(op, "experts.w1", experts.w1, DType::kF32, {kAny, kAny, D});
+  const bool mxfp4 = experts.mxfp4();
+  const DType wt = mxfp4 ? DType::kFP4E2M1 : DType::kF32;
+  cpu::expect(op, "experts.w1", experts.w1, wt, {kAny, kAny, D});
   const int64_t E = experts.w1.dim(0), I = experts.w1.dim(1);
-  cpu::expect(op, "experts.w3", experts.w3, DType::kF32, {E, I, D});
-  cpu::expect(op, "experts.w2", experts.w2, DType::kF32, {E, D, I});
+  cpu::expect(op, "experts.w3", experts.w3, wt, {E, I, D});
+  cpu::expect(op, "experts.w2", experts.w2, wt, {E, D, I});
+  if (mxfp4) {
+    DI_CHECK(takes_mxfp4_experts(E, I, D), ErrorCode::kInvalidArgument,
+             "moe_experts: MXFP4 experts need D ({}) and I ({}) multiples of 32", D, I);
+    cpu::expect(op, "experts.s1", experts.s1, DType::kE8M0, {E, D / 32, I});
+    cpu::expect(op, "experts.s3", experts.s3, DType::kE8M0, {E, D / 32, I});
+    cpu::expect(op, "experts.s2", experts.s2, DType::kE8M0, {E, I / 32, D});
+  }
   cpu::expect(op, "out", out, DType::kF32, {M, D});
   cpu::expect_no_alias(op, "out", out, "x", x);
   const int32_t* ip = idx.data_as<int32_t>();
@@ -143,9 +176,10 @@ void CpuBackend::moe_experts(const TensorView& x, const TensorView& idx, const T
 
   const float* xp = x.data_as<float>();
   const float* wp = weights.data_as<float>();
-  const float* w1 = experts.w1.data_as<float>();
-  const float* w3 = experts.w3.data_as<float>();
-  const float* w2 = experts.w2.data_as<float>();
+  // fp32 experts are read in place; MXFP4 ones are widened a task's rows at a time (w* null).
+  const float* w1 = mxfp4 ? nullptr : experts.w1.data_as<float>();
+  const float* w3 = mxfp4 ? nullptr : experts.w3.data_as<float>();
+  const float* w2 = mxfp4 ? nullptr : experts.w2.data_as<float>();
   float* op_ = out.data_as<float>();
   const int64_t T = cpu::pool().size();
 
@@ -191,15 +225,23 @@ void CpuBackend::moe_experts(const TensorView& x, const TensorView& idx, const T
     // Phase 1: act = swiglu(x W1^T, x W3^T) per expert, over (expert, I block).
     const int64_t ib_n = blocks_for(I), ib = (I + ib_n - 1) / ib_n;
     cpu::pool().parallel_for(na * ib_n, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<float> up;
+      std::vector<float> up, wide1, wide3;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t e = active[t / ib_n], i0 = (t % ib_n) * ib, i1 = std::min(I, i0 + ib);
         if (i0 >= i1) continue;
         const int64_t r0 = count[e], n = count[e + 1] - r0, w = i1 - i0;
         float* a = act.data() + r0 * I + i0;
         up.resize(static_cast<size_t>(n * w));
-        cpu::sgemm_nt(n, w, D, xy.data() + r0 * D, D, w1 + (e * I + i0) * D, D, a, I, 0.f);
-        cpu::sgemm_nt(n, w, D, xy.data() + r0 * D, D, w3 + (e * I + i0) * D, D, up.data(), w, 0.f);
+        const float* g1 = w1 ? w1 + (e * I + i0) * D : nullptr;
+        const float* g3 = w3 ? w3 + (e * I + i0) * D : nullptr;
+        if (mxfp4) {
+          widen_mxfp4_rows(experts.w1, experts.s1, e, i0, i1, wide1);
+          widen_mxfp4_rows(experts.w3, experts.s3, e, i0, i1, wide3);
+          g1 = wide1.data();
+          g3 = wide3.data();
+        }
+        cpu::sgemm_nt(n, w, D, xy.data() + r0 * D, D, g1, D, a, I, 0.f);
+        cpu::sgemm_nt(n, w, D, xy.data() + r0 * D, D, g3, D, up.data(), w, 0.f);
         for (int64_t r = 0; r < n; ++r)
           for (int64_t i = 0; i < w; ++i)
             a[r * I + i] = swiglu1(a[r * I + i], up[r * w + i], limit);
@@ -208,12 +250,18 @@ void CpuBackend::moe_experts(const TensorView& x, const TensorView& idx, const T
     // Phase 2: y = act W2^T per expert, over (expert, D block), written over the gathered x.
     const int64_t db_n = blocks_for(D), db = (D + db_n - 1) / db_n;
     cpu::pool().parallel_for(na * db_n, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<float> wide2;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t e = active[t / db_n], d0 = (t % db_n) * db, d1 = std::min(D, d0 + db);
         if (d0 >= d1) continue;
         const int64_t r0 = count[e], n = count[e + 1] - r0;
-        cpu::sgemm_nt(n, d1 - d0, I, act.data() + r0 * I, I, w2 + (e * D + d0) * I, I,
-                      xy.data() + r0 * D + d0, D, 0.f);
+        const float* g2 = w2 ? w2 + (e * D + d0) * I : nullptr;
+        if (mxfp4) {
+          widen_mxfp4_rows(experts.w2, experts.s2, e, d0, d1, wide2);
+          g2 = wide2.data();
+        }
+        cpu::sgemm_nt(n, d1 - d0, I, act.data() + r0 * I, I, g2, I, xy.data() + r0 * D + d0, D,
+                      0.f);
       }
     });
     // Phase 3: out[m] += sum_j w[m, j] * y[m, j], in slot order: independent of thread timing.

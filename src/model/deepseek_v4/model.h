@@ -21,6 +21,7 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
+  const ModelWeights& weights() const { return weights_; }
   SequenceState new_state() const { return SequenceState::create(config_, backend_); }
 
   // One sequence's part of a batched forward.

@@ -42,7 +42,8 @@ Tensor moe_block(Backend& b, const ModelConfig& c, const MoeWeights& w, const Te
     b.swiglu(xp[1], xp[2], limit, h);
     b.matmul(h, w.shared_w2, out);
   }  // joined: the routed experts read the selection and add into the shared expert's out
-  b.moe_experts(x, idx, weights, ExpertWeights{w.w1, w.w3, w.w2}, limit, plan, out);
+  b.moe_experts(x, idx, weights, ExpertWeights{w.w1, w.w3, w.w2, w.s1, w.s3, w.s2}, limit, plan,
+                out);
   return out;
 }
 

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/env.h"
+#include "io/dequant.h"
 #include "io/weights.h"
 #include "model/deepseek_v4/rope.h"
 
@@ -101,6 +103,29 @@ class StoreSource final : public WeightSource {
       std::memcpy(out.data_as<float>() + e * per, t.data_as<float>(), per * sizeof(float));
     }
     return place_matrix(backend, std::move(out));
+  }
+  bool mxfp4_experts(Backend& backend, int layer, const std::string& leaf, int64_t E, int64_t rows,
+                     int64_t cols, Tensor* data, Tensor* scales) const override {
+    if (cols % kMxfp4BlockSize != 0) return false;
+    const int64_t groups = cols / kMxfp4BlockSize, per = rows * cols / 2;
+    Tensor packed = Tensor::empty({E, rows, cols}, DType::kFP4E2M1);
+    Tensor sc = Tensor::empty({E, groups, rows}, DType::kE8M0);
+    std::vector<uint8_t> by_row(static_cast<size_t>(rows * groups));
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string name = fmt::format("layers.{}.ffn.experts.{}.{}.weight", layer, e, leaf);
+      if (!store_.get_mxfp4(name, {rows, cols}, packed.data_as<uint8_t>() + e * per, by_row.data()))
+        return false;
+      uint8_t* dst = sc.data_as<uint8_t>() + e * groups * rows;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < groups; ++g) {
+          const uint8_t v = by_row[r * groups + g];
+          if (v < kMxfp4MinScale || v > kMxfp4MaxScale) return false;
+          dst[g * rows + r] = v;
+        }
+    }
+    *data = place(backend, std::move(packed));
+    *scales = place(backend, std::move(sc));
+    return true;
   }
 
  private:
@@ -235,9 +260,18 @@ ModelWeights load_weights(const ModelConfig& c, const WeightSource& source, Back
     } else if (source.has(f + ".gate.bias")) {
       M.bias = ld.f32(f + ".gate.bias", {E});
     }
-    M.w1 = source.experts(backend, l, "w1", E, I, D);
-    M.w3 = source.experts(backend, l, "w3", E, I, D);
-    M.w2 = source.experts(backend, l, "w2", E, D, I);
+    // MXFP4 only where all three matrices are (moe_experts takes the three in one form).
+    const bool mxfp4 = env::get_bool("DEEPINFER_MXFP4_EXPERTS") &&
+                       backend.takes_mxfp4_experts(E, I, D) &&
+                       source.mxfp4_experts(backend, l, "w1", E, I, D, &M.w1, &M.s1) &&
+                       source.mxfp4_experts(backend, l, "w3", E, I, D, &M.w3, &M.s3) &&
+                       source.mxfp4_experts(backend, l, "w2", E, D, I, &M.w2, &M.s2);
+    if (!mxfp4) {
+      M.s1 = M.s3 = M.s2 = Tensor();
+      M.w1 = source.experts(backend, l, "w1", E, I, D);
+      M.w3 = source.experts(backend, l, "w3", E, I, D);
+      M.w2 = source.experts(backend, l, "w2", E, D, I);
+    }
     M.shared_w1 = ld.matrix(f + ".shared_experts.w1.weight", I, D);
     M.shared_w3 = ld.matrix(f + ".shared_experts.w3.weight", I, D);
     M.shared_w2 = ld.matrix(f + ".shared_experts.w2.weight", D, I);

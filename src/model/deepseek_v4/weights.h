@@ -45,12 +45,13 @@ struct AttentionWeights {
 };
 
 struct MoeWeights {
-  Tensor x_proj;                           // gate, shared_w1, shared_w3 as one matrix (views)
-  Tensor gate;                             // [E, D]
-  Tensor bias;                             // [E] (moe layers) or undefined
-  Tensor tid2eid;                          // [V, k] I32 (hash_moe layers) or undefined
-  Tensor w1, w3;                           // [E, I, D]
-  Tensor w2;                               // [E, D, I]
+  Tensor x_proj;      // gate, shared_w1, shared_w3 as one matrix (views)
+  Tensor gate;        // [E, D]
+  Tensor bias;        // [E] (moe layers) or undefined
+  Tensor tid2eid;     // [V, k] I32 (hash_moe layers) or undefined
+  Tensor w1, w3;      // [E, I, D]
+  Tensor w2;          // [E, D, I]
+  Tensor s1, s3, s2;  // MXFP4-resident experts only: their scales (backend.h, ExpertWeights)
   Tensor shared_w1, shared_w3, shared_w2;  // [I, D], [I, D], [D, I]
 };
 
@@ -121,10 +122,22 @@ class WeightSource {
   // each) stacked into [E, rows, cols] on the device, in backend.weight_dtype().
   virtual Tensor experts(Backend& backend, int layer, const std::string& leaf, int64_t E,
                          int64_t rows, int64_t cols) const = 0;
+  // The same kept in MXFP4 (backend.h, ExpertWeights): FP4E2M1 data [E, rows, cols] and E8M0
+  // scales [E, cols / 32, rows] on the device. Returns false, placing nothing, where the source
+  // does not hold every expert's matrix in MXFP4 with scales in the range ExpertWeights allows
+  // (the loader then calls experts()).
+  virtual bool mxfp4_experts(Backend& backend, int layer, const std::string& leaf, int64_t E,
+                             int64_t rows, int64_t cols, Tensor* data, Tensor* scales) const {
+    (void)backend, (void)layer, (void)leaf, (void)E, (void)rows, (void)cols, (void)data,
+        (void)scales;
+    return false;
+  }
 };
 
 // Takes every tensor the config needs from `source` and places it on the backend's device:
-// matrices in the backend's weight dtype, parameters in fp32, tid2eid in int32.
+// matrices in the backend's weight dtype (routed experts kept in MXFP4 where the source holds
+// them so, the backend takes them and DEEPINFER_MXFP4_EXPERTS is on), parameters in fp32,
+// tid2eid in int32.
 ModelWeights load_weights(const ModelConfig& config, const WeightSource& source, Backend& backend);
 // The same from a checkpoint: reads every tensor (shapes checked), converts it to fp32 on the
 // host (then to the weight dtype for matrices) and uploads it.
