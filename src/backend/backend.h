@@ -28,7 +28,7 @@ struct ExpertWeights {
   TensorView w1;  // [E, I, D] gate
   TensorView w3;  // [E, I, D] up
   TensorView w2;  // [E, D, I] down
-  TensorView s1, s3, s2;
+  TensorView s1{}, s3{}, s2{};
   bool mxfp4() const { return !s1.empty(); }
 };
 // The e8m0 scales MXFP4-resident experts may have: 2^-125 .. 2^1 (a weight's magnitude is at most

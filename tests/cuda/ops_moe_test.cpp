@@ -127,6 +127,85 @@ Tensor zeros_host(std::vector<int64_t> shape) {
   return t;
 }
 
+// MXFP4 experts [E, rows, cols] (backend.h, ExpertWeights): random e2m1 pairs and scales in the
+// allowed range (its ends included), and the same values dequantised to fp32.
+struct Mxfp4Host {
+  Tensor packed, scales, wide;
+};
+Mxfp4Host random_mxfp4(Rng& rng, int64_t E, int64_t rows, int64_t cols) {
+  const int64_t groups = cols / 32;
+  Mxfp4Host m{host({E, rows, cols}, DType::kFP4E2M1), host({E, groups, rows}, DType::kE8M0),
+              host({E, rows, cols})};
+  uint8_t* p = m.packed.data_as<uint8_t>();
+  uint8_t* s = m.scales.data_as<uint8_t>();
+  for (int64_t i = 0; i < E * rows * cols / 2; ++i) p[i] = static_cast<uint8_t>(rng.integer(0, 255));
+  for (int64_t i = 0; i < E * groups * rows; ++i)
+    s[i] = static_cast<uint8_t>(i % 97 == 0   ? kMxfp4MinScale
+                                : i % 89 == 0 ? kMxfp4MaxScale
+                                              : rng.integer(118, 126));
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint8_t b = p[(e * rows + r) * cols / 2 + c / 2];
+        m.wide.data_as<float>()[(e * rows + r) * cols + c] =
+            e2m1_to_f32(c % 2 ? b >> 4 : b & 15) *
+            e8m0_to_f32(s[(e * groups + c / 32) * rows + r]);
+      }
+  return m;
+}
+
+// MXFP4-resident experts give the bits of the same experts dequantised to bf16 on every tile
+// path: the narrow decode tiles (batch 1 with its combine in the down GEMM), the 64-row mma.sync
+// tiles and the wgmma tiles (weights widened in registers, the products transposed).
+TEST_F(Moe, Mxfp4ExpertsGiveTheBitsOfTheirDequantisedWeights) {
+  SEED_TRACE();
+  for (bool wgmma : wgmma_settings(*gpu))
+    for (auto [M, D, I, E, k] : std::vector<std::array<int64_t, 5>>{
+             {1, 128, 64, 8, 2},       // narrow tiles, combined in the down GEMM
+             {7, 128, 192, 16, 6},     // narrow tiles
+             {300, 256, 128, 32, 4},   // prefill tiles, partial row tiles
+             {1100, 192, 320, 4, 2}}) {  // several row tiles an expert, partial column tiles
+      SCOPED_TRACE(testing::Message() << (wgmma ? "wgmma" : "mma.sync") << " M=" << M);
+      set_cuda_wgmma(*gpu, wgmma);
+      ASSERT_TRUE(gpu->takes_mxfp4_experts(E, I, D));
+      Rng rng;
+      const Mxfp4Host w1 = random_mxfp4(rng, E, I, D), w3 = random_mxfp4(rng, E, I, D),
+                      w2 = random_mxfp4(rng, E, D, I);
+      const Tensor x = rand_host(rng, {M, D}, -0.05f, 0.05f);
+      std::vector<int32_t> id(M * k);
+      for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
+      const Tensor idx = to_dev(*gpu, i32_host(id, {M, k}));
+      const Tensor wts = to_dev(*gpu, rand_host(rng, {M, k}, 0.f, 1.f));
+      const Tensor init = rand_host(rng, {M, D}), dx = to_dev(*gpu, x);
+      Tensor wide_out = to_dev(*gpu, init), packed_out = to_dev(*gpu, init);
+      const Tensor b1 = to_dev(*gpu, w1.wide, true), b3 = to_dev(*gpu, w3.wide, true),
+                   b2 = to_dev(*gpu, w2.wide, true);
+      gpu->moe_experts(dx, idx, wts, {b1, b3, b2}, 7.f, TensorView(), wide_out);
+      const Tensor q1 = to_dev(*gpu, w1.packed), q3 = to_dev(*gpu, w3.packed),
+                   q2 = to_dev(*gpu, w2.packed), s1 = to_dev(*gpu, w1.scales),
+                   s3 = to_dev(*gpu, w3.scales), s2 = to_dev(*gpu, w2.scales);
+      gpu->moe_experts(dx, idx, wts, {q1, q3, q2, s1, s3, s2}, 7.f, TensorView(), packed_out);
+      const Tensor a = to_host(*gpu, wide_out), b = to_host(*gpu, packed_out);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < M * D; ++i)
+        differ += a.data_as<float>()[i] != b.data_as<float>()[i] ||
+                  std::isnan(b.data_as<float>()[i]);
+      EXPECT_EQ(differ, 0) << "of " << M * D << " outputs";
+      // The values are the experts' too (not just equal to the bf16 path's): the contribution
+      // against the CPU's from the same MXFP4 experts.
+      Tensor ref = zeros_host({M, D}), delta = host({M, D});
+      cpu->moe_experts(x, to_host(*gpu, idx), to_host(*gpu, wts),
+                       {w1.packed, w3.packed, w2.packed, w1.scales, w3.scales, w2.scales}, 7.f,
+                       TensorView(), ref);
+      for (int64_t i = 0; i < M * D; ++i)
+        delta.data_as<float>()[i] = b.data_as<float>()[i] - init.data_as<float>()[i];
+      EXPECT_LE(rel_err(delta, ref), kTolBf16);
+    }
+  // Shapes the kernels do not take are refused, not run.
+  EXPECT_FALSE(gpu->takes_mxfp4_experts(8, 96, 128));
+  EXPECT_FALSE(gpu->takes_mxfp4_experts(8, 128, 96));
+}
+
 // A token's expert output does not depend on the other tokens of the batch (bitwise): what the
 // engine's determinism per seq_seed rests on. The batch of 40 (80 rows over 8 experts) runs the
 // prefill tiles (wgmma's, then the mma.sync ones), the batch of 12 the narrow decode tiles with

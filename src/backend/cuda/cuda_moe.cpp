@@ -36,6 +36,10 @@ PlanParts plan_parts(int32_t* plan, int64_t R, int64_t E) {
 
 }  // namespace
 
+bool CudaBackend::takes_mxfp4_experts(int64_t E, int64_t I, int64_t D) const {
+  return E > 0 && E <= kMaxPlanExperts && I % 64 == 0 && D % 64 == 0;
+}
+
 Tensor CudaBackend::moe_plan(const TensorView& idx, int64_t num_experts) {
   const char* op = "moe_plan";
   OpScope s(*this, op);
@@ -68,17 +72,36 @@ void CudaBackend::moe_experts(const TensorView& x, const TensorView& idx, const 
   expect(op, "idx", idx, DType::kI32, {M, kAny});
   const int64_t k = idx.dim(1);
   expect(op, "weights", weights, DType::kF32, {M, k});
-  expect(op, "experts.w1", experts.w1, DType::kBF16, {kAny, kAny, D});
+  const bool mxfp4 = experts.mxfp4();
+  const DType wt = mxfp4 ? DType::kFP4E2M1 : DType::kBF16;
+  expect(op, "experts.w1", experts.w1, wt, {kAny, kAny, D});
   const int64_t E = experts.w1.dim(0), I = experts.w1.dim(1);
-  expect(op, "experts.w3", experts.w3, DType::kBF16, {E, I, D});
-  expect(op, "experts.w2", experts.w2, DType::kBF16, {E, D, I});
+  expect(op, "experts.w3", experts.w3, wt, {E, I, D});
+  expect(op, "experts.w2", experts.w2, wt, {E, D, I});
   expect(op, "out", out, DType::kF32, {M, D});
   expect_no_alias(op, "out", out, "x", x);
+  if (mxfp4) {
+    DI_CHECK(takes_mxfp4_experts(E, I, D), ErrorCode::kInvalidArgument,
+             "moe_experts: MXFP4 experts need at most {} experts and D ({}) and I ({}) multiples "
+             "of 64; got {} experts",
+             kMaxPlanExperts, D, I, E);
+    expect(op, "experts.s1", experts.s1, DType::kE8M0, {E, D / 32, I});
+    expect(op, "experts.s3", experts.s3, DType::kE8M0, {E, D / 32, I});
+    expect(op, "experts.s2", experts.s2, DType::kE8M0, {E, I / 32, D});
+    for (const TensorView* t :
+         {&experts.w1, &experts.w3, &experts.w2, &experts.s1, &experts.s3, &experts.s2})
+      DI_CHECK(aligned16(t->data()), ErrorCode::kInvalidArgument,
+               "moe_experts: MXFP4 expert tensors must be 16-byte aligned");
+  }
 
   if (M == 0 || k == 0 || D == 0) return;
-  const bool device_path = E <= kMaxPlanExperts && D % 8 == 0 && I % 8 == 0 &&
-                           aligned16(x.data()) && aligned16(experts.w1.data()) &&
-                           aligned16(experts.w3.data()) && aligned16(experts.w2.data());
+  // MXFP4 experts always meet the device kernels' conditions (takes_mxfp4_experts).
+  const bool device_path =
+      E <= kMaxPlanExperts && D % 8 == 0 && I % 8 == 0 && aligned16(x.data()) &&
+      (mxfp4 || (aligned16(experts.w1.data()) && aligned16(experts.w3.data()) &&
+                 aligned16(experts.w2.data())));
+  DI_CHECK(device_path || !mxfp4, ErrorCode::kInvalidArgument,
+           "moe_experts: MXFP4 experts need 16-byte aligned x rows");
   // bf16 x (Backend::product_input_dtype) is what every path rounds x to: the wgmma tiles stage
   // it as it is; the other paths take its exact fp32 values.
   const bool stages_bf16 = device_path && moe_tile_rows(M * k, E, wgmma_) == kMoeWgmmaTileRows;
@@ -119,6 +142,12 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const auto* w1 = static_cast<const uint16_t*>(experts.w1.data());
   const auto* w3 = static_cast<const uint16_t*>(experts.w3.data());
   const auto* w2 = static_cast<const uint16_t*>(experts.w2.data());
+  const bool mxfp4 = experts.mxfp4();
+  auto packed = [](const TensorView& w, const TensorView& s) {
+    return Mxfp4Matrix{static_cast<const uint8_t*>(w.data()), static_cast<const uint8_t*>(s.data())};
+  };
+  const Mxfp4Matrix q1 = packed(experts.w1, experts.s1), q3 = packed(experts.w3, experts.s3),
+                    q2 = packed(experts.w2, experts.s2);
   std::shared_ptr<void> act = scratch(static_cast<size_t>(R * I) * sizeof(uint16_t));
   auto* actp = static_cast<uint16_t*>(act.get());
   auto* yp = static_cast<float*>(y.get());
@@ -135,23 +164,39 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
     // down's shorter k loops measured slower in clusters (docs/perf.md).
     constexpr int64_t kClusterMinTiles = 4;
     const int cluster = R >= kClusterMinTiles * kMoeWgmmaTileRows * E ? expert_cluster_ : 1;
-    check(
-        launch_moe_up_wgmma(static_cast<const uint16_t*>(xbf), row_token, offsets, tiles, num_tiles,
-                            max_tiles, w1, w3, E, I, D, limit, actp, cluster, ctx_->stream()),
-        op);
-    check(launch_moe_down_wgmma(actp, R, offsets, tiles, num_tiles, max_tiles, w2, E, D, I, yp,
-                                ctx_->stream()),
-          op);
+    const auto* xb16 = static_cast<const uint16_t*>(xbf);
+    if (mxfp4) {
+      check(launch_moe_up_mxfp4_wgmma(xb16, row_token, offsets, tiles, num_tiles, max_tiles, q1, q3,
+                                      I, D, limit, actp, ctx_->stream()),
+            op);
+      check(launch_moe_down_mxfp4_wgmma(actp, offsets, tiles, num_tiles, max_tiles, q2, D, I, yp,
+                                        ctx_->stream()),
+            op);
+    } else {
+      check(launch_moe_up_wgmma(xb16, row_token, offsets, tiles, num_tiles, max_tiles, w1, w3, E, I,
+                                D, limit, actp, cluster, ctx_->stream()),
+            op);
+      check(launch_moe_down_wgmma(actp, R, offsets, tiles, num_tiles, max_tiles, w2, E, D, I, yp,
+                                  ctx_->stream()),
+            op);
+    }
   } else {
-    check(launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles, max_tiles,
-                             tile_rows, w1, w3, I, D, limit, actp, ctx_->stream()),
+    check(mxfp4 ? launch_moe_up_gemm_mxfp4(x.data_as<float>(), row_token, offsets, tiles,
+                                           num_tiles, max_tiles, tile_rows, q1, q3, I, D, limit,
+                                           actp, ctx_->stream())
+                : launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles,
+                                     max_tiles, tile_rows, w1, w3, I, D, limit, actp,
+                                     ctx_->stream()),
           op);
     // Batch-1 decode: the down GEMM's last blocks combine (no kernel after it).
     const MoeDownCombine combine{where, weights.data_as<float>(), M,
                                  k,     out.data_as<float>(),     ctx_->split_counters()};
     const bool combines = down_combine_ && moe_down_combines(M, D, tile_rows, yp, combine.out);
-    check(launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, tile_rows, w2, D, I, yp,
-                               combines ? &combine : nullptr, ctx_->stream()),
+    check(mxfp4 ? launch_moe_down_gemm_mxfp4(actp, offsets, tiles, num_tiles, max_tiles,
+                                             tile_rows, q2, D, I, yp, combines ? &combine : nullptr,
+                                             ctx_->stream())
+                : launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, tile_rows, w2, D,
+                                       I, yp, combines ? &combine : nullptr, ctx_->stream()),
           op);
     if (combines) {
       ++down_combines_;

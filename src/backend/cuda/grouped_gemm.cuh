@@ -20,6 +20,7 @@
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/mxfp4.cuh"
 
 #include <cooperative_groups.h>
 
@@ -121,6 +122,9 @@ struct GroupedArgs {
   const float* c_weights = nullptr;
   float* c_out = nullptr;
   int64_t c_tokens = 0, c_k = 0;
+  // kFp4 (the experts' GEMMs on MXFP4 weights, w1 / w3 unused): packed [E, N, K / 2] and
+  // scales [E, K / 32, N] (kernels.h, Mxfp4Matrix); q3 / qs3 up only.
+  const uint8_t *q1 = nullptr, *q3 = nullptr, *qs1 = nullptr, *qs3 = nullptr;
 };
 
 // Clusters of a split's segments: at most this many (the portable cluster size); more segments
@@ -275,9 +279,15 @@ inline size_t resident_smem(int64_t M, int64_t seg_tiles) {
          static_cast<size_t>(M * resident_lda(seg_tiles) + 16) * 2;
 }
 
+// The packed weight stages of kFp4 tiles: a row's 32 bytes a k tile, rows 48 bytes apart (eight
+// rows' reads of one word fall in distinct banks), then the k tile's two scale groups [2][BN].
+constexpr int kPackedLd = 48;
+
 // Grid: (tile slot) x (column tile) [x batch]. kUp: columns are BN/2 features of w1 then the
 // same of w3. kResA (dense modes, g.x_f32): A resident in shared memory after the weight stages.
-template <Mode kMode, typename T, bool kResA = false>
+// kFp4 (kUp / kDown): MXFP4 weights (g.q*), staged packed and widened as the fragments are read
+// into the values dequantising gives, so the outputs are the bf16 weights' bits; K % 64 == 0.
+template <Mode kMode, typename T, bool kResA = false, bool kFp4 = false>
 __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
   constexpr bool kUp = kMode == kUpGemm, kDown = kMode == kDownGemm;
   constexpr bool kSplit = kMode == kDenseSplitGemm;
@@ -289,6 +299,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   if constexpr (!kEarlyWeights) wait_for_prior_grid();
   constexpr bool kDense = kMode == kDenseGemm || kSplit;
   static_assert(!kResA || kDense, "resident A is for dense products");
+  static_assert(!kFp4 || kUp || kDown, "MXFP4 weights are the experts'");
   constexpr bool kAStaged = stages_f32_a<kMode, T>;  // fp32 A rows by cp.async
   constexpr bool kAF32 = kUp && !kAStaged;  // fp32 A rows through registers (else bf16 by cp.async)
   constexpr int BM = T::BM, BN = T::BN, S = T::STAGES, NT = T::kThreads;
@@ -300,6 +311,9 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   __nv_bfloat16* Bs = kAStaged ? reinterpret_cast<__nv_bfloat16*>(Af + S * BM * kLdF)
                                : As + (kResA ? 0 : S * BM * kLd);  // [S][BN][kLd]
   __nv_bfloat16* Ares = Bs + S * BN * kLd;                         // kResA: [rows][lda], zeros
+  unsigned char* Bp = reinterpret_cast<unsigned char*>(Bs);  // kFp4: [S][BN][kPackedLd]
+  unsigned char* Sc = Bp + S * BN * kPackedLd;               // kFp4: [S][2][BN]
+  static_assert(!kFp4 || S * BN * (kPackedLd + 2) <= S * BN * kLd * 2, "packed stages fit");
 
   constexpr int kFeat = kUp ? BN / 2 : BN;  // output features per block
   const int64_t col_tiles = (g.N + kFeat - 1) / kFeat;
@@ -314,6 +328,7 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   int64_t r0 = 0, ldw = K;
   int rows = 0;
   const uint16_t *w1 = nullptr, *w3 = nullptr;
+  const uint8_t *p1 = nullptr, *p3 = nullptr, *ps1 = nullptr, *ps3 = nullptr;  // kFp4
   const uint16_t* x_bf16 = g.x_bf16;
   int64_t ldx = K;
   if constexpr (kDense) {
@@ -330,13 +345,22 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     const int32_t num_tiles = __ldcg(g.num_tiles), e = __ldcg(g.tiles + 2 * slot);
     r0 = __ldcg(g.tiles + 2 * slot + 1);
     if (slot >= num_tiles) return;
-    w1 = g.w1 + static_cast<int64_t>(e) * g.N * K;
-    if constexpr (kUp) w3 = g.w3 + static_cast<int64_t>(e) * g.N * K;
+    if constexpr (kFp4) {
+      p1 = g.q1 + static_cast<int64_t>(e) * g.N * (K / 2);
+      ps1 = g.qs1 + static_cast<int64_t>(e) * (K / 32) * g.N;
+      if constexpr (kUp) {
+        p3 = g.q3 + static_cast<int64_t>(e) * g.N * (K / 2);
+        ps3 = g.qs3 + static_cast<int64_t>(e) * (K / 32) * g.N;
+      }
+    } else {
+      w1 = g.w1 + static_cast<int64_t>(e) * g.N * K;
+      if constexpr (kUp) w3 = g.w3 + static_cast<int64_t>(e) * g.N * K;
+    }
     // The row count and (up) the row tokens are two more dependent loads before the ring's
     // first copies: the first stages' weight lines start towards L2 meanwhile (one 128-byte
     // line per row and stage, threads tid % 8 < S - 1 of each row, the rows the loader
     // below gives each thread).
-    if (static_cast<int>(threadIdx.x & 7) < S - 1) {
+    if (!kFp4 && static_cast<int>(threadIdx.x & 7) < S - 1) {
       const int64_t k = static_cast<int64_t>(threadIdx.x & 7) * kBK;
 #pragma unroll
       for (int i = 0; i < BN * 8 / NT; ++i) {
@@ -381,6 +405,28 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     b_ok[i] = n < g.N;
     b_src[i] = base + (b_ok[i] ? n : 0) * ldw;
   }
+  // kFp4 loader maps: 16-byte chunk tid % 2 of packed rows tid / 2 + (NT/2) i; threads below
+  // kSChunks a 16-row run of one scale group (g.N % 16 == 0: a run is all in or all out).
+  constexpr int kPLoads = kFp4 ? BN * 2 / NT : 1, kSChunks = 2 * BN / 16;
+  static_assert(!kFp4 || ((BN * 2) % NT == 0 && kSChunks <= NT), "packed loaders cover the tiles");
+  const uint8_t* p_src[kPLoads];
+  int p_dst[kPLoads];
+  const uint8_t* s_src = nullptr;
+  int s_dst = 0;
+  if constexpr (kFp4) {
+#pragma unroll
+    for (int i = 0; i < kPLoads; ++i) {
+      const int br = (tid >> 1) + (NT / 2) * i;
+      const int64_t n = kUp ? n0 + br % (BN / 2) : n0 + br;
+      p_src[i] = n < g.N ? (kUp && br >= BN / 2 ? p3 : p1) + n * (K / 2) + (tid & 1) * 16 : nullptr;
+      p_dst[i] = br * kPackedLd + (tid & 1) * 16;
+    }
+    const int sg = tid / (BN / 16), sr = (tid % (BN / 16)) * 16;
+    const bool second = kUp && sr >= BN / 2;
+    const int64_t sn = n0 + (second ? sr - BN / 2 : sr);
+    if (tid < kSChunks && sn < g.N) s_src = (second ? ps3 : ps1) + sg * g.N + sn;
+    s_dst = sg * BN + sr;
+  }
 
   // k tiles [kt0, KT) of this block: all of K, or one segment of a split product.
   int KT = static_cast<int>((K + kBK - 1) / kBK), kt0 = 0;
@@ -395,7 +441,16 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
       const int buf = (kt - kt0) % S;
       const int64_t k = static_cast<int64_t>(kt) * kBK + bc;
       const bool kin = k < K;
-      if (w) {
+      if (w && kFp4) {  // whole k tiles: kt < KT is in
+#pragma unroll
+        for (int i = 0; i < kPLoads; ++i)
+          cp_async16(Bp + buf * BN * kPackedLd + p_dst[i],
+                     p_src[i] ? p_src[i] + static_cast<int64_t>(kt) * (kBK / 2) : g.q1,
+                     p_src[i] != nullptr);
+        if (tid < kSChunks)
+          cp_async16(Sc + buf * 2 * BN + s_dst, s_src ? s_src + 2 * static_cast<int64_t>(kt) * g.N : g.qs1,
+                     s_src != nullptr);
+      } else if (w) {
 #pragma unroll
         for (int i = 0; i < kBLoads; ++i)
           cp_async16(Bs + (buf * BN + (tid >> 3) + (NT / 8) * i) * kLd + bc,
@@ -540,10 +595,26 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
           ldmatrix_x4(a[i], As + (buf * BM + ar) * kLd + ks + (mat >> 1) * 8);
         }
       }
+      if constexpr (kFp4) {
+        // ldmatrix_x4's fragments: rows (lane / 4) (+ 8) of the pair, k pairs 2 (lane % 4) (+ 8):
+        // bytes ks / 2 + lane % 4 (+ 4) of a packed row.
+        const unsigned char* bp = Bp + buf * BN * kPackedLd + ks / 2 + (lane & 3);
+        const unsigned char* sc = Sc + buf * 2 * BN + (ks / 32) * BN;
 #pragma unroll
-      for (int j = 0; j < T::NJ; ++j)
-        ldmatrix_x4(b[j], Bs + (buf * BN + wn * T::WTN + j * 16 + mrow + (mat >> 1) * 8) * kLd +
-                              ks + (mat & 1) * 8);
+        for (int j = 0; j < T::NJ; ++j)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int nr = wn * T::WTN + j * 16 + half * 8 + (lane >> 2);
+            const uint32_t mul = mxfp4_scale_mul(sc[nr]);
+            b[j][2 * half] = widen_e2m1x2(bp[nr * kPackedLd], mul);
+            b[j][2 * half + 1] = widen_e2m1x2(bp[nr * kPackedLd + 4], mul);
+          }
+      } else {
+#pragma unroll
+        for (int j = 0; j < T::NJ; ++j)
+          ldmatrix_x4(b[j], Bs + (buf * BN + wn * T::WTN + j * 16 + mrow + (mat >> 1) * 8) * kLd +
+                                ks + (mat & 1) * 8);
+      }
 #pragma unroll
       for (int i = 0; i < T::MI; ++i)
 #pragma unroll
@@ -678,12 +749,12 @@ enum class SplitRun { kInTurn, kOverBlocks, kClustersOrInTurn };
 // The most dynamic shared memory grouped_gemm_kernel<kMode, T> takes (the running sum of
 // in-block segments only where they occur: a one-row tile's 6 blocks per SM would not fit it),
 // made its limit once; the error of that, if any.
-template <Mode kMode, typename T>
+template <Mode kMode, typename T, bool kFp4 = false>
 cudaError_t set_smem_limit() {
   constexpr size_t max_smem =
       tile_smem_bytes<kMode, T> + (kMode == kDenseSplitGemm ? running_sum_bytes<T> : 0);
   static const cudaError_t attr =
-      cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T>,
+      cudaFuncSetAttribute(grouped_gemm_kernel<kMode, T, false, kFp4>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
   return attr;
 }
@@ -697,7 +768,7 @@ bool dense_tiles_in_cluster(const GroupedArgs& a, int64_t max_tiles, int64_t bat
                       tile_smem_bytes<kDenseSplitGemm, T>, a.splits, batch * max_tiles * col_tiles);
 }
 
-template <Mode kMode, typename T>
+template <Mode kMode, typename T, bool kFp4 = false>
 cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batch,
                            cudaStream_t stream, SplitRun run = SplitRun::kInTurn) {
   constexpr int64_t feat = kMode == kUpGemm ? T::BN / 2 : T::BN;
@@ -705,7 +776,8 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
   if (max_tiles * col_tiles > 0x7fffffff || batch > 65535) return cudaErrorInvalidValue;
   constexpr size_t base_smem = tile_smem_bytes<kMode, T>;
   constexpr size_t max_smem = base_smem + (kMode == kDenseSplitGemm ? running_sum_bytes<T> : 0);
-  if (const cudaError_t attr = set_smem_limit<kMode, T>(); attr != cudaSuccess) return attr;
+  if (const cudaError_t attr = set_smem_limit<kMode, T, kFp4>(); attr != cudaSuccess)
+    return attr;
   GroupedArgs b = a;
   if constexpr (kMode == kDenseSplitGemm)  // (the experts' file instantiates no split kernel)
     b.cluster_split =
@@ -716,7 +788,7 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
   const size_t smem_bytes = split_blocks ? base_smem : max_smem;
   const unsigned z = kMode == kDenseSplitGemm && split_blocks ? a.splits : 1;
   return launch_kernel_clustered(
-      grouped_gemm_kernel<kMode, T>,
+      grouped_gemm_kernel<kMode, T, false, kFp4>,
       dim3(static_cast<unsigned>(max_tiles * col_tiles), static_cast<unsigned>(batch), z),
       T::kThreads, smem_bytes, stream, dim3(1, 1, b.cluster_split ? z : 1), b);
 }

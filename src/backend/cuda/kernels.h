@@ -382,6 +382,36 @@ cudaError_t launch_moe_down_wgmma(const uint16_t* act, int64_t R, const int32_t*
                                   const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
                                   const uint16_t* w2, int64_t E, int64_t D, int64_t I, float* y,
                                   cudaStream_t stream);
+// MXFP4-resident experts (backend.h, ExpertWeights): one stacked matrix [E, N, K] as packed
+// e2m1 pairs [E, N, K / 2] and e8m0 scales [E, K / 32, N], scales in 2..128.
+struct Mxfp4Matrix {
+  const uint8_t* data;
+  const uint8_t* scales;
+};
+// The two GEMMs above with MXFP4 weights, widened to bf16 as the tiles use them: the outputs the
+// bf16 kernels give for the weights dequantised. Same plans and tiles; K a multiple of 64 and N
+// of 16, rows 16-byte aligned. The mma.sync tiles (tile_rows 16 or 64):
+cudaError_t launch_moe_up_gemm_mxfp4(const float* x, const int32_t* row_token,
+                                     const int32_t* offsets, const int32_t* tiles,
+                                     const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
+                                     const Mxfp4Matrix& w1, const Mxfp4Matrix& w3, int64_t I,
+                                     int64_t D, float limit, uint16_t* act, cudaStream_t stream);
+cudaError_t launch_moe_down_gemm_mxfp4(const uint16_t* act, const int32_t* offsets,
+                                       const int32_t* tiles, const int32_t* num_tiles,
+                                       int64_t max_tiles, int tile_rows, const Mxfp4Matrix& w2,
+                                       int64_t D, int64_t I, float* y,
+                                       const MoeDownCombine* combine, cudaStream_t stream);
+// ... and the wgmma tiles (kernels_expert_mxfp4_wgmma.cu; kMoeWgmmaTileRows-row plans, bf16 x,
+// wgmma_available() only; no clusters):
+cudaError_t launch_moe_up_mxfp4_wgmma(const uint16_t* x, const int32_t* row_token,
+                                      const int32_t* offsets, const int32_t* tiles,
+                                      const int32_t* num_tiles, int64_t max_tiles,
+                                      const Mxfp4Matrix& w1, const Mxfp4Matrix& w3, int64_t I,
+                                      int64_t D, float limit, uint16_t* act, cudaStream_t stream);
+cudaError_t launch_moe_down_mxfp4_wgmma(const uint16_t* act, const int32_t* offsets,
+                                        const int32_t* tiles, const int32_t* num_tiles,
+                                        int64_t max_tiles, const Mxfp4Matrix& w2, int64_t D,
+                                        int64_t I, float* y, cudaStream_t stream);
 // Dense bf16 products of decode-sized batches on the same tensor-core tiles:
 // out_b[M, N] (+)= x_b[M, K] (bf16) w_b[N, K]^T for b < batch (element
 // strides sx / sw / so; leading dimensions ldx / ldw / ldo). Every output sums its 16-wide k

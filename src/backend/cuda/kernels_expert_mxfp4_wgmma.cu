@@ -1,0 +1,332 @@
+// The routed experts' two GEMMs for prefill-sized batches with MXFP4-resident weights (backend.h,
+// ExpertWeights) on Hopper's warpgroup MMA (wgmma, sm_90a). The products are computed
+// transposed: the weights are the MMA's A operand, widened to bf16 in registers from packed tiles
+// in shared memory (mxfp4.cuh), and the plan's 128-row token tiles its B operand, so the
+// weights cross L2 and shared memory at 4.25 bits a value and never as bf16. Per block: 256
+// weight rows (two 64-row slabs a consumer warpgroup) x 128 token rows, 64-wide k tiles in an
+// 8-stage ring filled by cp.async from a producer warpgroup:
+//   up:   act[r, i] = swiglu(x[row_token[r]] . w1[e, i], x[row_token[r]] . w3[e, i])  (a
+//         warpgroup's slabs are 64 gate rows and the matching 64 up rows: one thread holds
+//         both of an output)
+//   down: y[r, d] = act[r] . w2[e, d]                                                (fp32 out)
+// Each output adds its 16-wide k chunks in increasing order into one fp32 accumulator, as the
+// bf16 kernels do; the widened weights are the values dequantising at load gives, so the outputs
+// are those kernels' bits (the MoE tests check it).
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_common.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/mxfp4.cuh"
+#include "backend/cuda/tma_ptx.cuh"
+#include "backend/cuda/wgmma_ptx.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kBW = 256, kBT = 128, kBK = 64, kStages = 8;
+constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
+constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+constexpr int kTokBytes = kBT * kBK * 2;    // 16 KiB, 128-byte swizzled K-major rows
+constexpr int kWBytes = kBW * kBK / 2;      // 8 KiB: 32 packed bytes a row
+constexpr int kScaleBytes = 2 * kBW;        // [2 scale groups][kBW rows]
+constexpr int kStageBytes = 25 * 1024;      // the three, each stage on a 1024-byte swizzle atom
+static_assert(kTokBytes + kWBytes + kScaleBytes <= kStageBytes, "a stage holds its tiles");
+constexpr size_t kSmemBytes = static_cast<size_t>(kStages) * kStageBytes + 1024;
+static_assert(kBT == kMoeWgmmaTileRows, "the plan's tiles are this kernel's token rows");
+
+struct Mxfp4ExpertArgs {
+  const uint16_t* x;          // up: bf16 x [*, K] gathered through row_token; down: act [R, K]
+  const int32_t* row_token;   // up only
+  const int32_t* offsets;     // [E + 1]
+  const int32_t* tiles;       // [max_tiles] packed (expert, first row)
+  const int32_t* num_tiles;
+  const uint8_t *w1, *w3;     // packed [E, N, K / 2] (down: w2; w3 up only)
+  const uint8_t *s1, *s3;     // their scales [E, K / 32, N]
+  int64_t N, K;
+  float limit;
+  uint16_t* act_out;  // up: [R, N] bf16
+  float* y_out;       // down: [R, N] fp32
+};
+
+// d[64 x 128] += a[64 x 16] b[128 x 16]^T: a from registers (mma.sync's m16k16 A fragment per
+// warp: rows 16 w + t / 4 (+ 8), k pairs 2 (t % 4) (+ 8)), b K-major in shared memory; d's layout
+// as wgmma_m64n256k16_bf16's over 16 column blocks.
+__device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const uint32_t (&a)[4],
+                                                         uint64_t b_desc) {
+#if DI_HAVE_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+      "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
+      "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, "
+      "1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+        "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+        "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+        "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+#endif
+}
+
+// Grid: (tile slot) x (column tile), column tiles fastest.
+template <bool kUp>
+__global__ void __launch_bounds__(kThreads, 1)
+    expert_mxfp4_wgmma_kernel(const __grid_constant__ Mxfp4ExpertArgs g) {
+  wait_for_prior_grid();
+#if DI_HAVE_WGMMA
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  unsigned char* smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
+  const uint32_t sbase = smem_u32(smem);
+  constexpr int kFeat = kUp ? kBW / 2 : kBW;  // output features per block
+  const int64_t N = g.N, K = g.K, groups = K / 32;
+  const int64_t col_tiles = (N + kFeat - 1) / kFeat;
+  const int64_t slot = blockIdx.x / col_tiles, ct = blockIdx.x % col_tiles;
+  if (slot >= *g.num_tiles) return;
+  const int32_t e = g.tiles[2 * slot];
+  const int r0 = g.tiles[2 * slot + 1], r_end = g.offsets[e + 1];
+  const int rows = r_end - r0 < kBT ? r_end - r0 : kBT;
+  const int64_t n0 = ct * kFeat;
+  const int KT = static_cast<int>(K / kBK);  // K % 64 == 0 (the launcher checks)
+
+  __shared__ uint64_t full[kStages], empty[kStages];  // a stage landed / freed by both consumers
+  const int tid = threadIdx.x;
+  if (tid == 0)
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], kProducers);
+      mbarrier_init(&empty[s], 2);
+    }
+  __syncthreads();
+
+  if (tid >= kConsumers) {
+    setmaxnreg_dec<kProducerRegs>();
+    const int t = tid - kConsumers;
+    // Tokens: 16-byte chunk lc of rows lrow + 16 i, swizzled as the wgmma descriptor reads them.
+    const int lc = t & 7, lrow = t >> 3;
+    const int swz = (lc ^ (lrow & 7)) * 16;
+    const uint16_t* a_src[kBT / 16];
+#pragma unroll
+    for (int i = 0; i < kBT / 16; ++i) {
+      const int r = r0 + lrow + 16 * i;
+      const int64_t src_row = r >= r_end ? -1 : kUp ? g.row_token[r] : r;
+      a_src[i] = src_row < 0 ? nullptr : g.x + src_row * K + lc * 8;
+    }
+    // Weights: 16-byte chunk wc of rows wrow + 64 i, the chunk flipped on rows with bit 2 set
+    // (the consumers' byte reads of eight rows then fall in distinct banks).
+    const int wc = t & 1, wrow = t >> 1;
+    const uint8_t* w_src[kBW * 2 / kProducers];
+    int w_dst[kBW * 2 / kProducers];
+#pragma unroll
+    for (int i = 0; i < kBW * 2 / kProducers; ++i) {
+      const int row = wrow + 64 * i;
+      const bool second = kUp && row >= kBW / 2;  // up: w3's rows after w1's
+      const int64_t n = n0 + (second ? row - kBW / 2 : row);
+      w_src[i] = n < N ? (second ? g.w3 : g.w1) + (e * N + n) * (K / 2) + wc * 16 : nullptr;
+      w_dst[i] = row * 32 + (wc ^ ((row >> 2) & 1)) * 16;
+    }
+    // Scales: threads 0-31, 16 rows of group t / 16 of the k tile each.
+    const int sg = (t >> 4) & 1, srow = (t & 15) * 16;
+    const bool s_second = kUp && srow >= kBW / 2;
+    const int64_t sn = n0 + (s_second ? srow - kBW / 2 : srow);
+    const uint8_t* s_src =
+        t < 32 && sn < N ? (s_second ? g.s3 : g.s1) + (e * groups + sg) * N + sn : nullptr;
+    Ring<kStages> ring;
+    for (int kt = 0; kt < KT; ++kt, ++ring.use) {
+      mbarrier_wait(&empty[ring.slot()], ring.parity() ^ 1);
+      unsigned char* st = smem + ring.slot() * kStageBytes;
+      const int64_t k = static_cast<int64_t>(kt) * kBK;
+#pragma unroll
+      for (int i = 0; i < kBT / 16; ++i)
+        cp_async16(st + (lrow + 16 * i) * 128 + swz, a_src[i] ? a_src[i] + k : g.x,
+                   a_src[i] != nullptr);
+#pragma unroll
+      for (int i = 0; i < kBW * 2 / kProducers; ++i)
+        cp_async16(st + kTokBytes + w_dst[i], w_src[i] ? w_src[i] + k / 2 : g.w1,
+                   w_src[i] != nullptr);
+      if (t < 32)
+        cp_async16(st + kTokBytes + kWBytes + sg * kBW + srow, s_src ? s_src + 2 * kt * N : g.s1,
+                   s_src != nullptr);
+      cp_async_mbarrier_arrive(&full[ring.slot()]);
+    }
+    cp_async_wait_all();
+  } else {
+    setmaxnreg_inc<kConsumerRegs>();
+    const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, gr = lane >> 2, tq = lane & 3;
+    // This thread's weight rows: slab j's rows 16 warp + gr (+ 8). Up: slab 0 gate rows, slab 1
+    // the same features' up rows; down: the warpgroup's 128 features in two slabs.
+    int wrow[2][2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        wrow[j][h] = (kUp ? j * (kBW / 2) + 64 * wg : 128 * wg + 64 * j) + 16 * warp + gr + 8 * h;
+    float d[2][64];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int i = 0; i < 64; ++i) d[j][i] = 0.f;
+    Ring<kStages> ring;
+    int prev = -1;
+    // One k tile: its fragments (all four 16-wide chunks, both slabs) built while the previous
+    // tile's MMAs run, then its MMAs issued as one group. The fragments are the MMAs' registers
+    // until the group completes, so consecutive tiles take turns between two sets (with one set
+    // ptxas serialises the MMAs, C7515).
+    auto k_tile = [&](uint32_t (&a)[kBK / 16][2][4]) {
+      mbarrier_wait(&full[ring.slot()], ring.parity());
+      fence_proxy_async_smem();  // the token rows came by cp.async; the MMAs read them async
+      const unsigned char* wt = smem + ring.slot() * kStageBytes + kTokBytes;
+      const unsigned char* sc = wt + kWBytes;
+      uint32_t mul[2][2][2];  // [slab][row][scale group]
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int s = 0; s < 2; ++s) mul[j][h][s] = mxfp4_scale_mul(sc[s * kBW + wrow[j][h]]);
+      // k pairs 2 tq and 2 tq + 8 of chunk ks: bytes 8 ks + tq and + 4 of a row, in its
+      // 16-byte chunk ks / 2 (flipped on rows with bit 2 set).
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = wrow[j][h];
+            const unsigned char* p =
+                wt + row * 32 + (((ks >> 1) ^ ((row >> 2) & 1)) * 16) + (ks & 1) * 8 + tq;
+            a[ks][j][h] = widen_e2m1x2(p[0], mul[j][h][ks >> 1]);
+            a[ks][j][2 + h] = widen_e2m1x2(p[4], mul[j][h][ks >> 1]);
+          }
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks) {
+        const uint64_t b = wgmma_desc_sw128(sbase + ring.slot() * kStageBytes + ks * 32);
+        wgmma_m64n128k16_bf16_rs(d[0], a[ks][0], b);
+        wgmma_m64n128k16_bf16_rs(d[1], a[ks][1], b);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous tile's MMAs are done: free its stage
+      if (prev >= 0 && (tid & 127) == 0) mbarrier_arrive(&empty[prev]);
+      prev = ring.slot();
+      ++ring.use;
+    };
+    uint32_t frags[2][kBK / 16][2][4];
+    int kt = 0;
+    for (; kt + 1 < KT; kt += 2) {
+      k_tile(frags[0]);
+      k_tile(frags[1]);
+    }
+    if (kt < KT) k_tile(frags[0]);
+    wgmma_wait<0>();
+    wgmma_fence_operands(d[0]);
+    wgmma_fence_operands(d[1]);
+    if (prev >= 0 && (tid & 127) == 0) mbarrier_arrive(&empty[prev]);
+
+    // d[j][4 c + 2 h + q]: weight row wrow[j][h], token row 8 c + 2 tq + q of the tile.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (kUp) {
+        const int64_t f = n0 + 64 * wg + 16 * warp + gr + 8 * h;
+        if (f >= N) continue;
+#pragma unroll
+        for (int c = 0; c < 16; ++c)
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            const int r = 8 * c + 2 * tq + q;
+            if (r < rows)
+              g.act_out[(r0 + r) * N + f] = f32_to_bf16_bits(
+                  swiglu1(d[0][4 * c + 2 * h + q], d[1][4 * c + 2 * h + q], g.limit));
+          }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int64_t f = n0 + wrow[j][h];
+          if (f >= N) continue;
+#pragma unroll
+          for (int c = 0; c < 16; ++c)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              const int r = 8 * c + 2 * tq + q;
+              if (r < rows) g.y_out[(r0 + r) * N + f] = d[j][4 * c + 2 * h + q];
+            }
+        }
+      }
+    }
+  }
+#else
+  __trap();  // launched only on sm_90a devices (wgmma_available)
+#endif
+}
+
+template <bool kUp>
+cudaError_t launch_expert_mxfp4(const Mxfp4ExpertArgs& a, int64_t max_tiles, cudaStream_t stream) {
+  // Whole k tiles and 16-byte runs of scales (a k tile's group of 16 rows).
+  if (a.K % kBK != 0 || a.N % 16 != 0 || a.N > 0x7fffffff || a.K > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  constexpr int64_t feat = kUp ? kBW / 2 : kBW;
+  const int64_t col_tiles = (a.N + feat - 1) / feat;
+  if (max_tiles * col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      expert_mxfp4_wgmma_kernel<kUp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(kSmemBytes));
+  if (attr != cudaSuccess) return attr;
+  return launch_kernel(expert_mxfp4_wgmma_kernel<kUp>,
+                       dim3(static_cast<unsigned>(max_tiles * col_tiles)), dim3(kThreads),
+                       kSmemBytes, stream, a);
+}
+
+}  // namespace
+
+cudaError_t launch_moe_up_mxfp4_wgmma(const uint16_t* x, const int32_t* row_token,
+                                      const int32_t* offsets, const int32_t* tiles,
+                                      const int32_t* num_tiles, int64_t max_tiles,
+                                      const Mxfp4Matrix& w1, const Mxfp4Matrix& w3, int64_t I,
+                                      int64_t D, float limit, uint16_t* act,
+                                      cudaStream_t stream) {
+  if (max_tiles <= 0 || I <= 0) return cudaSuccess;
+  Mxfp4ExpertArgs a{};
+  a.x = x;
+  a.row_token = row_token;
+  a.offsets = offsets;
+  a.tiles = tiles;
+  a.num_tiles = num_tiles;
+  a.w1 = w1.data;
+  a.s1 = w1.scales;
+  a.w3 = w3.data;
+  a.s3 = w3.scales;
+  a.N = I;
+  a.K = D;
+  a.limit = limit;
+  a.act_out = act;
+  return launch_expert_mxfp4<true>(a, max_tiles, stream);
+}
+
+cudaError_t launch_moe_down_mxfp4_wgmma(const uint16_t* act, const int32_t* offsets,
+                                        const int32_t* tiles, const int32_t* num_tiles,
+                                        int64_t max_tiles, const Mxfp4Matrix& w2, int64_t D,
+                                        int64_t I, float* y, cudaStream_t stream) {
+  if (max_tiles <= 0 || D <= 0) return cudaSuccess;
+  Mxfp4ExpertArgs a{};
+  a.x = act;
+  a.offsets = offsets;
+  a.tiles = tiles;
+  a.num_tiles = num_tiles;
+  a.w1 = w2.data;
+  a.s1 = w2.scales;
+  a.N = D;
+  a.K = I;
+  a.y_out = y;
+  return launch_expert_mxfp4<false>(a, max_tiles, stream);
+}
+
+}  // namespace deepinfer::cuda
