@@ -166,8 +166,14 @@ void expect_fill(const char* op, const TensorView& t, Device device, float lo, f
   DI_CHECK(t.device() == device && t.is_contiguous() && (t.data() != nullptr || t.numel() == 0),
            ErrorCode::kInvalidArgument, "{}: t {} must be a contiguous {} tensor", op,
            t.shape_str(), device_word(device));
-  DI_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kBF16, ErrorCode::kInvalidArgument,
-           "{}: t is {} {}, expected F32 or BF16", op, dtype_name(t.dtype()), t.shape_str());
+  DI_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kBF16 || t.dtype() == DType::kFP4E2M1,
+           ErrorCode::kInvalidArgument, "{}: t is {} {}, expected F32, BF16 or FP4E2M1", op,
+           dtype_name(t.dtype()), t.shape_str());
+  DI_CHECK(t.dtype() != DType::kFP4E2M1 || (lo == -6.f && hi == 6.f && t.numel() % 2 == 0),
+           ErrorCode::kInvalidArgument,
+           "{}: FP4E2M1 fills take every code (lo -6, hi 6) and whole bytes; got [{}, {}] over "
+           "{} values",
+           op, lo, hi, t.numel());
   DI_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, ErrorCode::kInvalidArgument,
            "{}: the range [{}, {}] must be finite with lo <= hi", op, lo, hi);
 }

@@ -127,7 +127,9 @@ class Backend {
   //   z = seed + (i + 1) * 0x9E3779B97F4A7C15 (mod 2^64), then the SplitMix64 finaliser
   //   z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9; z = (z ^ z >> 27) * 0x94D049BB133111EB; z ^= z >> 31
   //   u = float(z >> 40) * 2^-24;  v = fmaf(hi - lo, u, lo) (fp32, one rounding); BF16 stores v
-  //   rounded to nearest even. For random weights and synthetic state (bench), not for sampling.
+  //   rounded to nearest even. FP4E2M1 (two per byte): byte j holds elements 2j, 2j + 1 and is
+  //   z >> 56 of flat index j, so every code is equally likely (values in [-6, 6]; lo and hi
+  //   must be -6 and 6). For random weights and synthetic state (bench), not for sampling.
   virtual void fill_random(const TensorView& t, uint64_t seed, float lo, float hi) = 0;
 
   // ---- dense ---------------------------------------------------------------------------------

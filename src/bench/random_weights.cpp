@@ -1,5 +1,6 @@
 #include "bench/random_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -43,8 +44,8 @@ Tensor host_tensor(const std::vector<int64_t>& shape, DType dtype) {
 
 }  // namespace
 
-RandomWeightSource::RandomWeightSource(const ModelConfig& config, uint64_t seed)
-    : num_experts_(config.n_routed_experts), seed_(seed) {
+RandomWeightSource::RandomWeightSource(const ModelConfig& config, uint64_t seed, bool mxfp4_experts)
+    : num_experts_(config.n_routed_experts), seed_(seed), mxfp4_experts_(mxfp4_experts) {
   for (WeightSpec& w : expected_weights(config)) shapes_.emplace(w.name, std::move(w.shape));
 }
 
@@ -130,10 +131,34 @@ Tensor RandomWeightSource::experts(Backend& backend, int layer, const std::strin
   return t;
 }
 
+bool RandomWeightSource::mxfp4_experts(Backend& backend, int layer, const std::string& leaf,
+                                       int64_t E, int64_t rows, int64_t cols, Tensor* data,
+                                       Tensor* scales) const {
+  if (!mxfp4_experts_ || cols % 32 != 0) return false;
+  DI_CHECK(E == num_experts_, ErrorCode::kInvalidArgument,
+           "random weights: {} experts asked for, the config has {}", E, num_experts_);
+  const int w = leaf == "w1" ? 1 : leaf == "w2" ? 2 : leaf == "w3" ? 3 : 0;
+  DI_CHECK(w != 0, ErrorCode::kInvalidArgument, "random weights: expert matrix '{}'", leaf);
+  const std::string first = expert_weight_name(layer, 0, w);
+  check(first, {rows, cols});
+  float lo = 0, hi = 0;
+  uniform_range(first, {rows, cols}, &lo, &hi);
+  const double sd = (static_cast<double>(hi) - lo) / std::sqrt(12.0);
+  const long scale = std::clamp<long>(127 + std::lround(std::log2(sd / std::sqrt(8.5625))),
+                                      kMxfp4MinScale, kMxfp4MaxScale);
+  *data = backend.empty({E, rows, cols}, DType::kFP4E2M1);
+  backend.fill_random(*data, tensor_seed(fmt::format("layers.{}.ffn.experts.{}", layer, leaf), 0),
+                      -6.f, 6.f);
+  const std::vector<uint8_t> s(static_cast<size_t>(E * (cols / 32) * rows),
+                               static_cast<uint8_t>(scale));
+  *scales = backend.from_host(s.data(), {E, cols / 32, rows}, DType::kE8M0);
+  return true;
+}
+
 std::unique_ptr<deepseek_v4::Model> make_random_model(const PresetOptions& preset, uint64_t seed,
-                                                      Backend& backend) {
+                                                      Backend& backend, bool mxfp4_experts) {
   ModelConfig config = preset_model_config(preset);
-  const RandomWeightSource source(config, seed);
+  const RandomWeightSource source(config, seed, mxfp4_experts);
   deepseek_v4::ModelWeights weights = deepseek_v4::load_weights(config, source, backend);
   // The fills are queued on the device: wait for them (a download synchronises), so the model
   // is complete and the load time is honest.

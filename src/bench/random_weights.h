@@ -28,7 +28,9 @@ namespace deepinfer::bench {
 
 class RandomWeightSource final : public deepseek_v4::WeightSource {
  public:
-  RandomWeightSource(const ModelConfig& config, uint64_t seed);
+  // mxfp4_experts: the routed experts as MXFP4 (mxfp4_experts() below) where the backend takes
+  // them; else every matrix in the backend's weight dtype.
+  RandomWeightSource(const ModelConfig& config, uint64_t seed, bool mxfp4_experts = false);
 
   bool has(const std::string& name) const override;
   Tensor param(const std::string& name, const std::vector<int64_t>& shape) const override;
@@ -37,6 +39,11 @@ class RandomWeightSource final : public deepseek_v4::WeightSource {
                                     int64_t cols, int parts) const override;
   Tensor experts(Backend& backend, int layer, const std::string& leaf, int64_t E, int64_t rows,
                  int64_t cols) const override;
+  // Random e2m1 codes (fill_random, every code equally likely) on the stream experts() uses, and
+  // one scale for the whole matrix: the power of two that brings the codes' RMS (sqrt(8.5625))
+  // nearest make-random's standard deviation.
+  bool mxfp4_experts(Backend& backend, int layer, const std::string& leaf, int64_t E, int64_t rows,
+                     int64_t cols, Tensor* data, Tensor* scales) const override;
 
   // The fill_random seed of a device-filled tensor (a matrix's row block, or a layer's stacked
   // experts `layers.L.ffn.experts.<leaf>`), and its range.
@@ -50,12 +57,13 @@ class RandomWeightSource final : public deepseek_v4::WeightSource {
 
   int num_experts_ = 0;
   uint64_t seed_ = 0;
+  bool mxfp4_experts_ = false;
   std::map<std::string, std::vector<int64_t>> shapes_;  // every tensor of the config
 };
 
 // A model of the preset's shapes (preset_model_config) with random weights on the backend;
 // returns once the device has written them all.
 std::unique_ptr<deepseek_v4::Model> make_random_model(const PresetOptions& preset, uint64_t seed,
-                                                      Backend& backend);
+                                                      Backend& backend, bool mxfp4_experts = false);
 
 }  // namespace deepinfer::bench

@@ -92,7 +92,7 @@ StepCost step_cost(const ModelConfig& c, std::span<const SeqStep> seqs, const Ro
     r.shared_expert_flops += 2 * Tf * 3 * I * D;
     const double touched = expected_distinct_experts(c.n_routed_experts, c.num_experts_per_tok, T);
     touched_sum += touched;
-    r.routed_expert_bytes += touched * 3 * I * D * dt.weight;
+    r.routed_expert_bytes += touched * 3 * I * D * (dt.expert > 0 ? dt.expert : dt.weight);
     r.routed_expert_flops += 2 * Tf * k * 3 * I * D;
 
     for (const SeqStep& s : seqs) {

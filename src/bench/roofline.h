@@ -35,6 +35,7 @@ struct RooflineDtypes {
   double weight = 4;  // large matrices (embedding, head, projections, experts): 4 fp32, 2 bf16
   double param = 4;   // small parameters (norms, mHC, sinks, ape, biases): fp32 everywhere
   double state = 4;   // per-sequence state (K=V rows, entries, compressor rows)
+  double expert = 0;  // the routed experts' matrices: 0 for `weight`, 4.25 / 8 kept in MXFP4
 };
 
 // One sequence's part of a step.

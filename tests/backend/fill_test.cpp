@@ -67,6 +67,23 @@ TEST(FillRandom, Bf16IsTheRoundedF32) {
     ASSERT_EQ(t.data_as<uint16_t>()[i], f32_to_bf16(spec_value(42, i, -0.5f, 0.25f))) << i;
 }
 
+TEST(FillRandom, Fp4BytesAreTheHashesTopBytes) {
+  auto b = make_cpu_backend();
+  Tensor t = b->empty({3, 70002}, DType::kFP4E2M1);  // 105,003 bytes: several parallel chunks
+  b->fill_random(t, 7, -6.f, 6.f);
+  int64_t count[16] = {};
+  for (int64_t j = 0; j < t.numel() / 2; ++j) {
+    const uint8_t v = t.data_as<uint8_t>()[j];
+    ASSERT_EQ(v, static_cast<uint8_t>(spec_bits(7, j) >> 56)) << j;
+    ++count[v & 15];
+    ++count[v >> 4];
+  }
+  for (int64_t c : count) EXPECT_NEAR(static_cast<double>(c) / t.numel(), 1.0 / 16, 0.005);
+  // Every code or nothing; whole bytes.
+  EXPECT_THROW(b->fill_random(t, 7, -1.f, 1.f), Error);
+  EXPECT_THROW(b->fill_random(b->empty({3}, DType::kFP4E2M1), 7, -6.f, 6.f), Error);
+}
+
 TEST(FillRandom, IndicesAreRelativeToTheView) {
   auto b = make_cpu_backend();
   Tensor t = b->empty({10, 8});

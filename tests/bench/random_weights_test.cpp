@@ -209,6 +209,42 @@ TEST_F(RandomWeights, ModelRunsWithFiniteLogitsOfUnitSpread) {
   EXPECT_TRUE(std::isfinite(l2.data_as<float>()[0]));
 }
 
+TEST_F(RandomWeights, Mxfp4ExpertsAreRandomCodesWithOneScaleAndRun) {
+  auto model = make_random_model(tiny(), 3, *backend, /*mxfp4_experts=*/true);
+  const ModelConfig& c = model->config();
+  const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size, D = c.hidden_size;
+  const auto& moe = model->weights().layers.at(2).moe;
+  ASSERT_EQ(moe.w1.dtype(), DType::kFP4E2M1);
+  EXPECT_EQ(shape(moe.w1), (std::vector<int64_t>{E, I, D}));
+  EXPECT_EQ(shape(moe.s2), (std::vector<int64_t>{E, I / 32, D}));
+  // The codes: fill_random's stream of the layer's stacked experts; the scale: the power of two
+  // nearest make-random's spread (U(-sqrt(3 / D), sqrt(3 / D)), standard deviation 1 / sqrt(D)).
+  const RandomWeightSource src(c, 3);
+  Tensor codes = backend->empty({E, I, D}, DType::kFP4E2M1);
+  backend->fill_random(codes, src.tensor_seed("layers.2.ffn.experts.w1", 0), -6.f, 6.f);
+  EXPECT_EQ(
+      0, std::memcmp(codes.data_as<uint8_t>(), moe.w1.data_as<uint8_t>(), codes.view().nbytes()));
+  const uint8_t want =
+      static_cast<uint8_t>(127 + std::lround(std::log2(1 / std::sqrt(double(D)) / 2.926174)));
+  for (int64_t i = 0; i < moe.s1.numel(); ++i) ASSERT_EQ(moe.s1.data_as<uint8_t>()[i], want) << i;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back((i * 7919) % c.vocab_size);
+  auto state = model->new_state();
+  const Tensor logits = model->forward(ids, state);
+  for (int64_t i = 0; i < logits.numel(); ++i)
+    ASSERT_TRUE(std::isfinite(logits.data_as<float>()[i])) << i;
+  const Moments m = moments(logits);
+  EXPECT_GT(m.sd, 0.1);
+  EXPECT_LT(m.sd, 10.0);
+  // Their roofline counts 4.25 bits a routed expert weight.
+  RooflineDtypes dt{4, 4, 4};
+  const StepCost wide = step_cost(c, 1, 1, 100, dt);
+  dt.expert = 4.25 / 8;
+  const StepCost packed = step_cost(c, 1, 1, 100, dt);
+  EXPECT_DOUBLE_EQ(packed.routed_expert_bytes, wide.routed_expert_bytes * 4.25 / 32);
+  EXPECT_EQ(packed.attention_bytes, wide.attention_bytes);
+}
+
 TEST_F(RandomWeights, RooflineIsTheCheckpointsOne) {
   for (const auto& [preset, layers, experts] :
        {std::tuple{"tiny", kLayers, 0}, std::tuple{"v4-flash", 9, 0}, std::tuple{"v4-flash", 4, 16},

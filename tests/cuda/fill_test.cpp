@@ -46,6 +46,16 @@ TEST_F(FillRandomCuda, MatchesTheCpuBitForBit) {
   }
 }
 
+TEST_F(FillRandomCuda, Fp4MatchesTheCpuBitForBit) {
+  for (const int64_t n : {int64_t{2}, int64_t{4002}, int64_t{3} * 1024 * 1024 * 4 * 2}) {
+    Tensor c = cpu->empty({n}, DType::kFP4E2M1);
+    cpu->fill_random(c, 99, -6.f, 6.f);
+    Tensor g = gpu->empty({n}, DType::kFP4E2M1);
+    gpu->fill_random(g, 99, -6.f, 6.f);
+    expect_same_bytes(to_host(*gpu, g), c, "fp4 n " + std::to_string(n));
+  }
+}
+
 TEST_F(FillRandomCuda, UnalignedBf16ViewsMatchTheCpu) {
   // A bf16 view starting at an odd element (2-byte aligned only) of a 3-column matrix.
   Tensor c = cpu->empty({9, 3}, DType::kBF16);

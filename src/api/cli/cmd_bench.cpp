@@ -41,7 +41,7 @@ struct BenchArgs {
   uint64_t seed = 0;
   bool print_steps = false;
   // Random weights instead of --model.
-  bool random_weights = false, synthetic_context = false, overlap = false;
+  bool random_weights = false, synthetic_context = false, overlap = false, mxfp4_experts = false;
   std::string preset = "tiny", layer_types;
   int num_layers = 0, num_experts = 0;
   uint64_t weight_seed = 0;
@@ -145,7 +145,7 @@ int run_bench(const BenchArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<deepseek_v4::Model> model;
   if (a.random_weights) {
-    model = bench::make_random_model(preset, a.weight_seed, *backend);
+    model = bench::make_random_model(preset, a.weight_seed, *backend, a.mxfp4_experts);
     const ModelConfig& c = model->config();
     std::fprintf(stderr,
                  "random weights on %s: preset %s, %d layers, %d experts (top-%d), seed %llu, "
@@ -159,7 +159,8 @@ int run_bench(const BenchArgs& a) {
                       {"num_layers", c.num_hidden_layers},
                       {"num_experts", c.n_routed_experts},
                       {"layer_types", a.layer_types},
-                      {"seed", a.weight_seed}};
+                      {"seed", a.weight_seed},
+                      {"mxfp4_experts", a.mxfp4_experts}};
   } else {
     model = deepseek_v4::Model::load(a.model, *backend);
     std::fprintf(stderr, "loaded %s in %.1f s\n", a.model.c_str(),
@@ -172,6 +173,12 @@ int run_bench(const BenchArgs& a) {
   bench::BenchSetup setup;
   setup.peaks = peaks.peaks;
   setup.dtypes = bench::backend_dtypes(*backend);
+  // Experts kept in MXFP4 (a checkpoint's, or --mxfp4-experts) stream 4.25 bits a weight.
+  const bool experts_mxfp4 =
+      !model->weights().layers.empty() && model->weights().layers.front().moe.s1.defined();
+  if (experts_mxfp4) setup.dtypes.expert = 4.25 / 8;
+  std::fprintf(stderr, "routed experts: %s\n",
+               experts_mxfp4 ? "MXFP4 (4.25 bits a weight)" : "the backend's weight dtype");
   setup.seed = a.seed;
   setup.fill_chunk_tokens = a.fill_chunk;
   setup.synthetic_context = a.synthetic_context;
@@ -212,9 +219,11 @@ int run_bench(const BenchArgs& a) {
   doc["machine"] = {{"peak_gbs", peaks.peaks.bytes_per_s / 1e9},
                     {"peak_tflops", peaks.peaks.flops_per_s / 1e12},
                     {"peaks_from", peaks.description}};
-  doc["dtypes"] = {{"weight_bytes", setup.dtypes.weight},
-                   {"param_bytes", setup.dtypes.param},
-                   {"state_bytes", setup.dtypes.state}};
+  doc["dtypes"] = {
+      {"weight_bytes", setup.dtypes.weight},
+      {"expert_weight_bytes", setup.dtypes.expert > 0 ? setup.dtypes.expert : setup.dtypes.weight},
+      {"param_bytes", setup.dtypes.param},
+      {"state_bytes", setup.dtypes.state}};
   json jr = json::array();
   for (const auto& r : runs) jr.push_back(bench::run_json(r, peaks.peaks));
   doc["runs"] = std::move(jr);
@@ -279,6 +288,11 @@ CommandRegistrar reg(
           ->needs(rw);
       sub.add_option("--weight-seed", a->weight_seed,
                      "--random-weights: seed of the weight values (default 0)")
+          ->needs(rw);
+      sub.add_flag("--mxfp4-experts", a->mxfp4_experts,
+                   "--random-weights: routed experts kept in MXFP4 (random e2m1 codes, one "
+                   "scale a matrix) where the backend takes them, as a V4 checkpoint's are "
+                   "with DEEPINFER_MXFP4_EXPERTS")
           ->needs(rw);
       sub.add_option("--input-len", a->input_len, "serve: prompt tokens per request (default 128)");
       sub.add_option("--num-prompts", a->num_prompts, "serve: requests (default 32)");

@@ -77,6 +77,8 @@ cudaError_t launch_swiglu(const float* gate, const float* up, float limit, int64
                           uint16_t* out_bf16, cudaStream_t stream);
 
 // ---- random fill (kernels_fill.cu) -------------------------------------------------------------
+// Backend::fill_random's FP4E2M1 fill: n bytes, byte j the top byte of element j's hash.
+cudaError_t launch_fill_random_bytes(uint8_t* out, int64_t n, uint64_t seed, cudaStream_t stream);
 // Backend::fill_random over n elements (fp32, or bf16 bits when bf16) at `out`.
 cudaError_t launch_fill_random(void* out, bool bf16, int64_t n, uint64_t seed, float lo, float hi,
                                cudaStream_t stream);

@@ -9,12 +9,24 @@ namespace deepinfer::cuda {
 
 namespace {
 
-__device__ __forceinline__ float fill_unit(unsigned long long seed, unsigned long long i) {
+__device__ __forceinline__ unsigned long long fill_hash(unsigned long long seed,
+                                                        unsigned long long i) {
   unsigned long long z = seed + (i + 1ull) * 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return __uint2float_rn(static_cast<unsigned>(z >> 40)) * (1.0f / 16777216.0f);
+  return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ float fill_unit(unsigned long long seed, unsigned long long i) {
+  return __uint2float_rn(static_cast<unsigned>(fill_hash(seed, i) >> 40)) * (1.0f / 16777216.0f);
+}
+
+// FP4E2M1: byte j is the top byte of element j's hash.
+__global__ void fill_random_bytes_kernel(uint8_t* out, int64_t n, unsigned long long seed) {
+  wait_for_prior_grid();
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += stride)
+    out[j] = static_cast<uint8_t>(fill_hash(seed, static_cast<unsigned long long>(j)) >> 56);
 }
 
 // Grid-stride over pairs of elements, so bf16 stores are 4 bytes wide.
@@ -63,6 +75,15 @@ cudaError_t launch_fill_random(void* out, bool bf16, int64_t n, uint64_t seed, f
   const unsigned blocks = static_cast<unsigned>(want < max_blocks ? want : max_blocks);
   return launch_kernel(fill_random_kernel, blocks, kThreads, 0, stream, out, bf16, n, seed, lo,
                        hi - lo);
+}
+
+cudaError_t launch_fill_random_bytes(uint8_t* out, int64_t n, uint64_t seed, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const int64_t max_blocks = int64_t{132} * 32, want = (n + kThreads - 1) / kThreads;
+  return launch_kernel(fill_random_bytes_kernel,
+                       static_cast<unsigned>(want < max_blocks ? want : max_blocks), kThreads, 0,
+                       stream, out, n, seed);
 }
 
 }  // namespace deepinfer::cuda
