@@ -5,7 +5,8 @@
 # over 4 layers (hca, hca, hca, csa), prefill 65,536 tokens over 2 layers (hca, csa) and decode
 # 4k context at batch 1 / 8 / 64 over 4 layers, ms a step; with TRACE=1 also a CUPTI trace of the
 # 65,536-token step per setting, its kernels summed ($OUT/trace-N.txt). After gpu_session.sh
-# built build-gpu. Usage: bash tools/device/small_ab.sh "" "DEEPINFER_CUDA_ATTENTION_ONEPASS=0"
+# built build-gpu. A setting's words starting with -- are bench flags (e.g. --mxfp4-experts).
+# Usage: bash tools/device/small_ab.sh "" "DEEPINFER_CUDA_ATTENTION_ONEPASS=0" --mxfp4-experts
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -15,8 +16,10 @@ mkdir -p "$OUT"
 [[ -d /tmp/devx ]] && export LD_LIBRARY_PATH=/tmp/devx/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 P="--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790"
 step() {  # setting, bench arguments: the bench's result line
-  env $1 "$B" bench $P "${@:2}" 2>&1 | tr '\r' '\n' | grep -E '^(prefill|decode/o) +[0-9]|rror' |
-    tr '\n' ';'
+  local vars=() flags=()
+  for w in $1; do if [[ $w == --* ]]; then flags+=("$w"); else vars+=("$w"); fi; done
+  env "${vars[@]}" "$B" bench $P "${flags[@]}" "${@:2}" 2>&1 | tr '\r' '\n' |
+    grep -E '^(prefill|decode/o) +[0-9]|rror' | tr '\n' ';'
 }
 i=0
 for s in "$@"; do
