@@ -87,10 +87,10 @@ __device__ __forceinline__ void consume(const Consumer& c) {
     for (int i = 0; i < kN / 2; ++i) d[j][i] = 0.f;
   Ring<kStages> ring;
   int prev = -1;
-  // One k tile: its fragments (all four 16-wide chunks, both slabs) built while the previous
-  // tile's MMAs run, then its MMAs issued as one group. The fragments are the MMAs' registers
-  // until the group completes, so consecutive tiles take turns between two sets (with one set
-  // ptxas serialises the MMAs, C7515).
+  // One k tile as one MMA group, its fragments (four 16-wide chunks, both slabs) built while
+  // the previous tile's MMAs run. The fragments are the MMAs' registers until the group
+  // completes, so consecutive tiles take turns between two sets (with one set ptxas serialises
+  // the MMAs, C7515).
   auto k_tile = [&](uint32_t (&a)[kBK / 16][2][4]) {
     mbarrier_wait(&full[ring.slot()], ring.parity());
     fence_proxy_async_smem();  // the token rows came by cp.async; the MMAs read them async
@@ -104,9 +104,10 @@ __device__ __forceinline__ void consume(const Consumer& c) {
 #pragma unroll
         for (int s = 0; s < 2; ++s) mul[j][h][s] = mxfp4_scale_mul(sc[s * kBW + wrow[j][h]]);
     // k pairs 2 tq and 2 tq + 8 of chunk ks: bytes 8 ks + tq and + 4 of a row, in its
-    // 16-byte chunk ks / 2 (flipped on rows with bit 2 set).
+    // 16-byte chunk ks / 2 (flipped on rows with bit 2 set). Each chunk's MMAs go as soon as its
+    // fragments are built, so the next chunk's widening runs beside them.
 #pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks)
+    for (int ks = 0; ks < kBK / 16; ++ks) {
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -117,10 +118,8 @@ __device__ __forceinline__ void consume(const Consumer& c) {
           a[ks][j][h] = widen_e2m1x2(p[0], mul[j][h][ks >> 1]);
           a[ks][j][2 + h] = widen_e2m1x2(p[4], mul[j][h][ks >> 1]);
         }
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks) {
       const uint64_t b = wgmma_desc_sw128(sbase + ring.slot() * kStageBytes + ks * 32);
+      wgmma_fence();
       wgmma_m64nNk16_bf16_rs<kN>(d[0], a[ks][0], b);
       wgmma_m64nNk16_bf16_rs<kN>(d[1], a[ks][1], b);
     }
