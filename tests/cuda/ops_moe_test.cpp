@@ -138,7 +138,8 @@ Mxfp4Host random_mxfp4(Rng& rng, int64_t E, int64_t rows, int64_t cols) {
               host({E, rows, cols})};
   uint8_t* p = m.packed.data_as<uint8_t>();
   uint8_t* s = m.scales.data_as<uint8_t>();
-  for (int64_t i = 0; i < E * rows * cols / 2; ++i) p[i] = static_cast<uint8_t>(rng.integer(0, 255));
+  for (int64_t i = 0; i < E * rows * cols / 2; ++i)
+    p[i] = static_cast<uint8_t>(rng.integer(0, 255));
   for (int64_t i = 0; i < E * groups * rows; ++i)
     s[i] = static_cast<uint8_t>(i % 97 == 0   ? kMxfp4MinScale
                                 : i % 89 == 0 ? kMxfp4MaxScale
@@ -148,8 +149,7 @@ Mxfp4Host random_mxfp4(Rng& rng, int64_t E, int64_t rows, int64_t cols) {
       for (int64_t c = 0; c < cols; ++c) {
         const uint8_t b = p[(e * rows + r) * cols / 2 + c / 2];
         m.wide.data_as<float>()[(e * rows + r) * cols + c] =
-            e2m1_to_f32(c % 2 ? b >> 4 : b & 15) *
-            e8m0_to_f32(s[(e * groups + c / 32) * rows + r]);
+            e2m1_to_f32(c % 2 ? b >> 4 : b & 15) * e8m0_to_f32(s[(e * groups + c / 32) * rows + r]);
       }
   return m;
 }
@@ -161,9 +161,9 @@ TEST_F(Moe, Mxfp4ExpertsGiveTheBitsOfTheirDequantisedWeights) {
   SEED_TRACE();
   for (bool wgmma : wgmma_settings(*gpu))
     for (auto [M, D, I, E, k] : std::vector<std::array<int64_t, 5>>{
-             {1, 128, 64, 8, 2},       // narrow tiles, combined in the down GEMM
-             {7, 128, 192, 16, 6},     // narrow tiles
-             {300, 256, 128, 32, 4},   // prefill tiles, partial row tiles
+             {1, 128, 64, 8, 2},         // narrow tiles, combined in the down GEMM
+             {7, 128, 192, 16, 6},       // narrow tiles
+             {300, 256, 128, 32, 4},     // prefill tiles, partial row tiles
              {1100, 192, 320, 4, 2}}) {  // several row tiles an expert, partial column tiles
       SCOPED_TRACE(testing::Message() << (wgmma ? "wgmma" : "mma.sync") << " M=" << M);
       set_cuda_wgmma(*gpu, wgmma);
@@ -188,8 +188,8 @@ TEST_F(Moe, Mxfp4ExpertsGiveTheBitsOfTheirDequantisedWeights) {
       const Tensor a = to_host(*gpu, wide_out), b = to_host(*gpu, packed_out);
       int64_t differ = 0;
       for (int64_t i = 0; i < M * D; ++i)
-        differ += a.data_as<float>()[i] != b.data_as<float>()[i] ||
-                  std::isnan(b.data_as<float>()[i]);
+        differ +=
+            a.data_as<float>()[i] != b.data_as<float>()[i] || std::isnan(b.data_as<float>()[i]);
       EXPECT_EQ(differ, 0) << "of " << M * D << " outputs";
       // The values are the experts' too (not just equal to the bf16 path's): the contribution
       // against the CPU's from the same MXFP4 experts.

@@ -144,7 +144,8 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
   const auto* w2 = static_cast<const uint16_t*>(experts.w2.data());
   const bool mxfp4 = experts.mxfp4();
   auto packed = [](const TensorView& w, const TensorView& s) {
-    return Mxfp4Matrix{static_cast<const uint8_t*>(w.data()), static_cast<const uint8_t*>(s.data())};
+    return Mxfp4Matrix{static_cast<const uint8_t*>(w.data()),
+                       static_cast<const uint8_t*>(s.data())};
   };
   const Mxfp4Matrix q1 = packed(experts.w1, experts.s1), q3 = packed(experts.w3, experts.s3),
                     q2 = packed(experts.w2, experts.s2);
@@ -181,19 +182,19 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
             op);
     }
   } else {
-    check(mxfp4 ? launch_moe_up_gemm_mxfp4(x.data_as<float>(), row_token, offsets, tiles,
-                                           num_tiles, max_tiles, tile_rows, q1, q3, I, D, limit,
-                                           actp, ctx_->stream())
-                : launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles,
-                                     max_tiles, tile_rows, w1, w3, I, D, limit, actp,
-                                     ctx_->stream()),
+    check(mxfp4
+              ? launch_moe_up_gemm_mxfp4(x.data_as<float>(), row_token, offsets, tiles, num_tiles,
+                                         max_tiles, tile_rows, q1, q3, I, D, limit, actp,
+                                         ctx_->stream())
+              : launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles,
+                                   max_tiles, tile_rows, w1, w3, I, D, limit, actp, ctx_->stream()),
           op);
     // Batch-1 decode: the down GEMM's last blocks combine (no kernel after it).
     const MoeDownCombine combine{where, weights.data_as<float>(), M,
                                  k,     out.data_as<float>(),     ctx_->split_counters()};
     const bool combines = down_combine_ && moe_down_combines(M, D, tile_rows, yp, combine.out);
-    check(mxfp4 ? launch_moe_down_gemm_mxfp4(actp, offsets, tiles, num_tiles, max_tiles,
-                                             tile_rows, q2, D, I, yp, combines ? &combine : nullptr,
+    check(mxfp4 ? launch_moe_down_gemm_mxfp4(actp, offsets, tiles, num_tiles, max_tiles, tile_rows,
+                                             q2, D, I, yp, combines ? &combine : nullptr,
                                              ctx_->stream())
                 : launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, tile_rows, w2, D,
                                        I, yp, combines ? &combine : nullptr, ctx_->stream()),

@@ -311,8 +311,8 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   __nv_bfloat16* Bs = kAStaged ? reinterpret_cast<__nv_bfloat16*>(Af + S * BM * kLdF)
                                : As + (kResA ? 0 : S * BM * kLd);  // [S][BN][kLd]
   __nv_bfloat16* Ares = Bs + S * BN * kLd;                         // kResA: [rows][lda], zeros
-  unsigned char* Bp = reinterpret_cast<unsigned char*>(Bs);  // kFp4: [S][BN][kPackedLd]
-  unsigned char* Sc = Bp + S * BN * kPackedLd;               // kFp4: [S][2][BN]
+  unsigned char* Bp = reinterpret_cast<unsigned char*>(Bs);        // kFp4: [S][BN][kPackedLd]
+  unsigned char* Sc = Bp + S * BN * kPackedLd;                     // kFp4: [S][2][BN]
   static_assert(!kFp4 || S * BN * (kPackedLd + 2) <= S * BN * kLd * 2, "packed stages fit");
 
   constexpr int kFeat = kUp ? BN / 2 : BN;  // output features per block
@@ -448,8 +448,8 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
                      p_src[i] ? p_src[i] + static_cast<int64_t>(kt) * (kBK / 2) : g.q1,
                      p_src[i] != nullptr);
         if (tid < kSChunks)
-          cp_async16(Sc + buf * 2 * BN + s_dst, s_src ? s_src + 2 * static_cast<int64_t>(kt) * g.N : g.qs1,
-                     s_src != nullptr);
+          cp_async16(Sc + buf * 2 * BN + s_dst,
+                     s_src ? s_src + 2 * static_cast<int64_t>(kt) * g.N : g.qs1, s_src != nullptr);
       } else if (w) {
 #pragma unroll
         for (int i = 0; i < kBLoads; ++i)
@@ -776,8 +776,7 @@ cudaError_t launch_grouped(const GroupedArgs& a, int64_t max_tiles, int64_t batc
   if (max_tiles * col_tiles > 0x7fffffff || batch > 65535) return cudaErrorInvalidValue;
   constexpr size_t base_smem = tile_smem_bytes<kMode, T>;
   constexpr size_t max_smem = base_smem + (kMode == kDenseSplitGemm ? running_sum_bytes<T> : 0);
-  if (const cudaError_t attr = set_smem_limit<kMode, T, kFp4>(); attr != cudaSuccess)
-    return attr;
+  if (const cudaError_t attr = set_smem_limit<kMode, T, kFp4>(); attr != cudaSuccess) return attr;
   GroupedArgs b = a;
   if constexpr (kMode == kDenseSplitGemm)  // (the experts' file instantiates no split kernel)
     b.cluster_split =

@@ -27,22 +27,22 @@ namespace {
 constexpr int kBW = 256, kBT = 128, kBK = 64, kStages = 8;
 constexpr int kConsumers = 256, kProducers = 128, kThreads = kConsumers + kProducers;
 constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-constexpr int kTokBytes = kBT * kBK * 2;    // 16 KiB, 128-byte swizzled K-major rows
-constexpr int kWBytes = kBW * kBK / 2;      // 8 KiB: 32 packed bytes a row
-constexpr int kScaleBytes = 2 * kBW;        // [2 scale groups][kBW rows]
-constexpr int kStageBytes = 25 * 1024;      // the three, each stage on a 1024-byte swizzle atom
+constexpr int kTokBytes = kBT * kBK * 2;  // 16 KiB, 128-byte swizzled K-major rows
+constexpr int kWBytes = kBW * kBK / 2;    // 8 KiB: 32 packed bytes a row
+constexpr int kScaleBytes = 2 * kBW;      // [2 scale groups][kBW rows]
+constexpr int kStageBytes = 25 * 1024;    // the three, each stage on a 1024-byte swizzle atom
 static_assert(kTokBytes + kWBytes + kScaleBytes <= kStageBytes, "a stage holds its tiles");
 constexpr size_t kSmemBytes = static_cast<size_t>(kStages) * kStageBytes + 1024;
 static_assert(kBT == kMoeWgmmaTileRows, "the plan's tiles are this kernel's token rows");
 
 struct Mxfp4ExpertArgs {
-  const uint16_t* x;          // up: bf16 x [*, K] gathered through row_token; down: act [R, K]
-  const int32_t* row_token;   // up only
-  const int32_t* offsets;     // [E + 1]
-  const int32_t* tiles;       // [max_tiles] packed (expert, first row)
+  const uint16_t* x;         // up: bf16 x [*, K] gathered through row_token; down: act [R, K]
+  const int32_t* row_token;  // up only
+  const int32_t* offsets;    // [E + 1]
+  const int32_t* tiles;      // [max_tiles] packed (expert, first row)
   const int32_t* num_tiles;
-  const uint8_t *w1, *w3;     // packed [E, N, K / 2] (down: w2; w3 up only)
-  const uint8_t *s1, *s3;     // their scales [E, K / 32, N]
+  const uint8_t *w1, *w3;  // packed [E, N, K / 2] (down: w2; w3 up only)
+  const uint8_t *s1, *s3;  // their scales [E, K / 32, N]
   int64_t N, K;
   float limit;
   uint16_t* act_out;  // up: [R, N] bf16
@@ -65,15 +65,14 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       "1, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
-        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
-        "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
-        "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
-        "+f"(d[62]), "+f"(d[63])
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 #endif
 }
@@ -181,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // tile's MMAs run, then its MMAs issued as one group. The fragments are the MMAs' registers
     // until the group completes, so consecutive tiles take turns between two sets (with one set
     // ptxas serialises the MMAs, C7515).
-    auto k_tile = [&](uint32_t (&a)[kBK / 16][2][4]) {
+    auto k_tile = [&](uint32_t(&a)[kBK / 16][2][4]) {
       mbarrier_wait(&full[ring.slot()], ring.parity());
       fence_proxy_async_smem();  // the token rows came by cp.async; the MMAs read them async
       const unsigned char* wt = smem + ring.slot() * kStageBytes + kTokBytes;
@@ -193,8 +192,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int s = 0; s < 2; ++s) mul[j][h][s] = mxfp4_scale_mul(sc[s * kBW + wrow[j][h]]);
-      // k pairs 2 tq and 2 tq + 8 of chunk ks: bytes 8 ks + tq and + 4 of a row, in its
-      // 16-byte chunk ks / 2 (flipped on rows with bit 2 set).
+            // k pairs 2 tq and 2 tq + 8 of chunk ks: bytes 8 ks + tq and + 4 of a row, in its
+            // 16-byte chunk ks / 2 (flipped on rows with bit 2 set).
 #pragma unroll
       for (int ks = 0; ks < kBK / 16; ++ks)
 #pragma unroll
@@ -232,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fence_operands(d[1]);
     if (prev >= 0 && (tid & 127) == 0) mbarrier_arrive(&empty[prev]);
 
-    // d[j][4 c + 2 h + q]: weight row wrow[j][h], token row 8 c + 2 tq + q of the tile.
+      // d[j][4 c + 2 h + q]: weight row wrow[j][h], token row 8 c + 2 tq + q of the tile.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if constexpr (kUp) {
@@ -276,9 +275,9 @@ cudaError_t launch_expert_mxfp4(const Mxfp4ExpertArgs& a, int64_t max_tiles, cud
   constexpr int64_t feat = kUp ? kBW / 2 : kBW;
   const int64_t col_tiles = (a.N + feat - 1) / feat;
   if (max_tiles * col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      expert_mxfp4_wgmma_kernel<kUp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(kSmemBytes));
+  static const cudaError_t attr = cudaFuncSetAttribute(expert_mxfp4_wgmma_kernel<kUp>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kSmemBytes));
   if (attr != cudaSuccess) return attr;
   return launch_kernel(expert_mxfp4_wgmma_kernel<kUp>,
                        dim3(static_cast<unsigned>(max_tiles * col_tiles)), dim3(kThreads),
@@ -291,8 +290,7 @@ cudaError_t launch_moe_up_mxfp4_wgmma(const uint16_t* x, const int32_t* row_toke
                                       const int32_t* offsets, const int32_t* tiles,
                                       const int32_t* num_tiles, int64_t max_tiles,
                                       const Mxfp4Matrix& w1, const Mxfp4Matrix& w3, int64_t I,
-                                      int64_t D, float limit, uint16_t* act,
-                                      cudaStream_t stream) {
+                                      int64_t D, float limit, uint16_t* act, cudaStream_t stream) {
   if (max_tiles <= 0 || I <= 0) return cudaSuccess;
   Mxfp4ExpertArgs a{};
   a.x = x;

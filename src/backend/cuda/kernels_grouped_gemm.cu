@@ -81,8 +81,8 @@ cudaError_t launch_moe_up_gemm_mxfp4(const float* x, const int32_t* row_token,
                                      int64_t D, float limit, uint16_t* act, cudaStream_t stream) {
   if (max_tiles <= 0 || I <= 0) return cudaSuccess;
   if (!mxfp4_shapes_ok(I, D)) return cudaErrorInvalidValue;
-  GroupedArgs a{x, nullptr, row_token, offsets, tiles, num_tiles, nullptr,
-                nullptr, I, D, limit, act, nullptr};
+  GroupedArgs a{x,       nullptr, row_token, offsets, tiles, num_tiles, nullptr,
+                nullptr, I,       D,         limit,   act,   nullptr};
   a.q1 = w1.data;
   a.qs1 = w1.scales;
   a.q3 = w3.data;
@@ -97,7 +97,7 @@ cudaError_t launch_moe_down_gemm_mxfp4(const uint16_t* act, const int32_t* offse
                                        const MoeDownCombine* combine, cudaStream_t stream) {
   if (max_tiles <= 0 || D <= 0) return cudaSuccess;
   if (!mxfp4_shapes_ok(D, I)) return cudaErrorInvalidValue;
-  GroupedArgs a{nullptr, act, nullptr, offsets, tiles, num_tiles, nullptr,
+  GroupedArgs a{nullptr, act, nullptr, offsets, tiles,   num_tiles, nullptr,
                 nullptr, D,   I,       0.f,     nullptr, y};
   a.q1 = w2.data;
   a.qs1 = w2.scales;
