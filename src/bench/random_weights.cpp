@@ -115,16 +115,21 @@ std::vector<Tensor> RandomWeightSource::matrix_blocks(Backend& backend, const st
   return out;
 }
 
-Tensor RandomWeightSource::experts(Backend& backend, int layer, const std::string& leaf, int64_t E,
-                                   int64_t rows, int64_t cols) const {
+void RandomWeightSource::expert_range(int layer, const std::string& leaf, int64_t E, int64_t rows,
+                                      int64_t cols, float* lo, float* hi) const {
   DI_CHECK(E == num_experts_, ErrorCode::kInvalidArgument,
            "random weights: {} experts asked for, the config has {}", E, num_experts_);
   const int w = leaf == "w1" ? 1 : leaf == "w2" ? 2 : leaf == "w3" ? 3 : 0;
   DI_CHECK(w != 0, ErrorCode::kInvalidArgument, "random weights: expert matrix '{}'", leaf);
   const std::string first = expert_weight_name(layer, 0, w);
   check(first, {rows, cols});
+  uniform_range(first, {rows, cols}, lo, hi);
+}
+
+Tensor RandomWeightSource::experts(Backend& backend, int layer, const std::string& leaf, int64_t E,
+                                   int64_t rows, int64_t cols) const {
   float lo = 0, hi = 0;
-  uniform_range(first, {rows, cols}, &lo, &hi);
+  expert_range(layer, leaf, E, rows, cols, &lo, &hi);
   Tensor t = backend.empty({E, rows, cols}, backend.weight_dtype());
   backend.fill_random(t, tensor_seed(fmt::format("layers.{}.ffn.experts.{}", layer, leaf), 0), lo,
                       hi);
@@ -135,14 +140,8 @@ bool RandomWeightSource::mxfp4_experts(Backend& backend, int layer, const std::s
                                        int64_t E, int64_t rows, int64_t cols, Tensor* data,
                                        Tensor* scales) const {
   if (!mxfp4_experts_ || cols % 32 != 0) return false;
-  DI_CHECK(E == num_experts_, ErrorCode::kInvalidArgument,
-           "random weights: {} experts asked for, the config has {}", E, num_experts_);
-  const int w = leaf == "w1" ? 1 : leaf == "w2" ? 2 : leaf == "w3" ? 3 : 0;
-  DI_CHECK(w != 0, ErrorCode::kInvalidArgument, "random weights: expert matrix '{}'", leaf);
-  const std::string first = expert_weight_name(layer, 0, w);
-  check(first, {rows, cols});
   float lo = 0, hi = 0;
-  uniform_range(first, {rows, cols}, &lo, &hi);
+  expert_range(layer, leaf, E, rows, cols, &lo, &hi);
   const double sd = (static_cast<double>(hi) - lo) / std::sqrt(12.0);
   const long scale = std::clamp<long>(127 + std::lround(std::log2(sd / std::sqrt(8.5625))),
                                       kMxfp4MinScale, kMxfp4MaxScale);

@@ -54,6 +54,9 @@ class RandomWeightSource final : public deepseek_v4::WeightSource {
  private:
   // Throws kInvalidArgument unless `name` is a tensor of the config with this shape.
   void check(const std::string& name, const std::vector<int64_t>& shape) const;
+  // The checks and uniform range of a layer's stacked expert matrix `leaf` (w1, w2 or w3).
+  void expert_range(int layer, const std::string& leaf, int64_t E, int64_t rows, int64_t cols,
+                    float* lo, float* hi) const;
 
   int num_experts_ = 0;
   uint64_t seed_ = 0;

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <set>
 
+#include "common/mxfp4_experts.h"
 #include "test_util.h"
 
 namespace deepinfer::test {
@@ -208,34 +209,8 @@ TEST_F(Moe, ExpertsAccumulateWeightedOutputs) {
   }
 }
 
-// MXFP4 experts of `rows` x `cols` matrices (backend.h, ExpertWeights): random e2m1 pairs and
-// scales in the allowed range (its ends included), and the same widened to fp32 by core/dtype's
-// conversions.
-struct Mxfp4Matrices {
-  Tensor packed, scales, wide;
-};
-Mxfp4Matrices random_mxfp4(Rng& rng, int64_t E, int64_t rows, int64_t cols) {
-  const int64_t groups = cols / 32;
-  Mxfp4Matrices m{make({E, rows, cols}, DType::kFP4E2M1), make({E, groups, rows}, DType::kE8M0),
-                  make({E, rows, cols})};
-  uint8_t* p = m.packed.data_as<uint8_t>();
-  uint8_t* s = m.scales.data_as<uint8_t>();
-  for (int64_t i = 0; i < E * rows * cols / 2; ++i)
-    p[i] = static_cast<uint8_t>(rng.integer(0, 255));
-  for (int64_t i = 0; i < E * groups * rows; ++i)
-    s[i] = static_cast<uint8_t>(i % 97 == 0   ? kMxfp4MinScale
-                                : i % 89 == 0 ? kMxfp4MaxScale
-                                              : rng.integer(118, 127));
-  float* w = m.wide.data_as<float>();
-  for (int64_t e = 0; e < E; ++e)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        const uint8_t b = p[(e * rows + r) * cols / 2 + c / 2];
-        w[(e * rows + r) * cols + c] =
-            e2m1_to_f32(c % 2 ? b >> 4 : b & 15) * e8m0_to_f32(s[(e * groups + c / 32) * rows + r]);
-      }
-  return m;
-}
+using testing_mxfp4::Mxfp4Matrices;
+using testing_mxfp4::random_mxfp4;
 
 TEST_F(Moe, Mxfp4ExpertsGiveTheBitsOfTheirWidenedWeights) {
   SEED_TRACE();

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "backend/cuda/kernels.h"
+#include "common/mxfp4_experts.h"
 #include "cuda_test_util.h"
 
 namespace deepinfer::cudatest {
@@ -127,32 +128,8 @@ Tensor zeros_host(std::vector<int64_t> shape) {
   return t;
 }
 
-// MXFP4 experts [E, rows, cols] (backend.h, ExpertWeights): random e2m1 pairs and scales in the
-// allowed range (its ends included), and the same values dequantised to fp32.
-struct Mxfp4Host {
-  Tensor packed, scales, wide;
-};
-Mxfp4Host random_mxfp4(Rng& rng, int64_t E, int64_t rows, int64_t cols) {
-  const int64_t groups = cols / 32;
-  Mxfp4Host m{host({E, rows, cols}, DType::kFP4E2M1), host({E, groups, rows}, DType::kE8M0),
-              host({E, rows, cols})};
-  uint8_t* p = m.packed.data_as<uint8_t>();
-  uint8_t* s = m.scales.data_as<uint8_t>();
-  for (int64_t i = 0; i < E * rows * cols / 2; ++i)
-    p[i] = static_cast<uint8_t>(rng.integer(0, 255));
-  for (int64_t i = 0; i < E * groups * rows; ++i)
-    s[i] = static_cast<uint8_t>(i % 97 == 0   ? kMxfp4MinScale
-                                : i % 89 == 0 ? kMxfp4MaxScale
-                                              : rng.integer(118, 126));
-  for (int64_t e = 0; e < E; ++e)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        const uint8_t b = p[(e * rows + r) * cols / 2 + c / 2];
-        m.wide.data_as<float>()[(e * rows + r) * cols + c] =
-            e2m1_to_f32(c % 2 ? b >> 4 : b & 15) * e8m0_to_f32(s[(e * groups + c / 32) * rows + r]);
-      }
-  return m;
-}
+using testing_mxfp4::Mxfp4Matrices;
+using testing_mxfp4::random_mxfp4;
 
 // MXFP4-resident experts give the bits of the same experts dequantised to bf16 on every tile
 // path: the narrow decode tiles (batch 1 with its combine in the down GEMM), the 64-row mma.sync
@@ -169,8 +146,8 @@ TEST_F(Moe, Mxfp4ExpertsGiveTheBitsOfTheirDequantisedWeights) {
       set_cuda_wgmma(*gpu, wgmma);
       ASSERT_TRUE(gpu->takes_mxfp4_experts(E, I, D));
       Rng rng;
-      const Mxfp4Host w1 = random_mxfp4(rng, E, I, D), w3 = random_mxfp4(rng, E, I, D),
-                      w2 = random_mxfp4(rng, E, D, I);
+      const Mxfp4Matrices w1 = random_mxfp4(rng, E, I, D), w3 = random_mxfp4(rng, E, I, D),
+                          w2 = random_mxfp4(rng, E, D, I);
       const Tensor x = rand_host(rng, {M, D}, -0.05f, 0.05f);
       std::vector<int32_t> id(M * k);
       for (auto& e : id) e = static_cast<int32_t>(rng.integer(0, E - 1));
