@@ -49,31 +49,128 @@ struct Mxfp4ExpertArgs {
   float* y_out;       // down: [R, N] fp32
 };
 
-// d[64 x 128] += a[64 x 16] b[128 x 16]^T: a from registers (mma.sync's m16k16 A fragment per
-// warp: rows 16 w + t / 4 (+ 8), k pairs 2 (t % 4) (+ 8)), b K-major in shared memory; d's layout
-// as wgmma_m64n256k16_bf16's over 16 column blocks.
-__device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const uint32_t (&a)[4],
-                                                         uint64_t b_desc) {
+// What a consumer warpgroup needs of its block.
+struct Consumer {
+  const Mxfp4ExpertArgs& g;
+  unsigned char* smem;
+  uint32_t sbase;
+  uint64_t *full, *empty;
+  int KT;
+  int64_t n0;
+  int r0, rows;
+};
+
+// A consumer warpgroup's MMAs over the k tiles, kN token rows wide, and its stores.
+template <bool kUp, int kN>
+__device__ __forceinline__ void consume(const Consumer& c) {
 #if DI_HAVE_WGMMA
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
-      "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
-      "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, "
-      "1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-        "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  const Mxfp4ExpertArgs& g = c.g;
+  unsigned char* smem = c.smem;
+  const uint32_t sbase = c.sbase;
+  uint64_t *full = c.full, *empty = c.empty;
+  const int KT = c.KT, r0 = c.r0, rows = c.rows;
+  const int64_t n0 = c.n0, N = g.N;
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, gr = lane >> 2, tq = lane & 3;
+  // This thread's weight rows: slab j's rows 16 warp + gr (+ 8). Up: slab 0 gate rows, slab 1
+  // the same features' up rows; down: the warpgroup's 128 features in two slabs.
+  int wrow[2][2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      wrow[j][h] = (kUp ? j * (kBW / 2) + 64 * wg : 128 * wg + 64 * j) + 16 * warp + gr + 8 * h;
+  float d[2][kN / 2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) d[j][i] = 0.f;
+  Ring<kStages> ring;
+  int prev = -1;
+  // One k tile as one MMA group, its fragments (four 16-wide chunks, both slabs) built while
+  // the previous tile's MMAs run. The fragments are the MMAs' registers until the group
+  // completes, so consecutive tiles take turns between two sets (with one set ptxas serialises
+  // the MMAs, C7515).
+  auto k_tile = [&](uint32_t(&a)[kBK / 16][2][4]) {
+    mbarrier_wait(&full[ring.slot()], ring.parity());
+    fence_proxy_async_smem();  // the token rows came by cp.async; the MMAs read them async
+    const unsigned char* wt = smem + ring.slot() * kStageBytes + kTokBytes;
+    const unsigned char* sc = wt + kWBytes;
+    uint32_t mul[2][2][2];  // [slab][row][scale group]
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int s = 0; s < 2; ++s) mul[j][h][s] = mxfp4_scale_mul(sc[s * kBW + wrow[j][h]]);
+          // k pairs 2 tq and 2 tq + 8 of chunk ks: bytes 8 ks + tq and + 4 of a row, in its
+          // 16-byte chunk ks / 2 (flipped on rows with bit 2 set). Each chunk's MMAs go as soon as
+          // its fragments are built, so the next chunk's widening runs beside them.
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = wrow[j][h];
+          const unsigned char* p =
+              wt + row * 32 + (((ks >> 1) ^ ((row >> 2) & 1)) * 16) + (ks & 1) * 8 + tq;
+          a[ks][j][h] = widen_e2m1x2(p[0], mul[j][h][ks >> 1]);
+          a[ks][j][2 + h] = widen_e2m1x2(p[4], mul[j][h][ks >> 1]);
+        }
+      const uint64_t b = wgmma_desc_sw128(sbase + ring.slot() * kStageBytes + ks * 32);
+      wgmma_fence();
+      wgmma_m64nNk16_bf16_rs<kN>(d[0], a[ks][0], b);
+      wgmma_m64nNk16_bf16_rs<kN>(d[1], a[ks][1], b);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // the previous tile's MMAs are done: free its stage
+    if (prev >= 0 && (tid & 127) == 0) mbarrier_arrive(&empty[prev]);
+    prev = ring.slot();
+    ++ring.use;
+  };
+  uint32_t frags[2][kBK / 16][2][4];
+  int kt = 0;
+  for (; kt + 1 < KT; kt += 2) {
+    k_tile(frags[0]);
+    k_tile(frags[1]);
+  }
+  if (kt < KT) k_tile(frags[0]);
+  wgmma_wait<0>();
+  wgmma_fence_operands(d[0]);
+  wgmma_fence_operands(d[1]);
+  if (prev >= 0 && (tid & 127) == 0) mbarrier_arrive(&empty[prev]);
+
+    // d[j][4 c + 2 h + q]: weight row wrow[j][h], token row 8 c + 2 tq + q of the tile.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if constexpr (kUp) {
+      const int64_t f = n0 + 64 * wg + 16 * warp + gr + 8 * h;
+      if (f >= N) continue;
+#pragma unroll
+      for (int c = 0; c < kN / 8; ++c)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int r = 8 * c + 2 * tq + q;
+          if (r < rows)
+            g.act_out[(r0 + r) * N + f] = f32_to_bf16_bits(
+                swiglu1(d[0][4 * c + 2 * h + q], d[1][4 * c + 2 * h + q], g.limit));
+        }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int64_t f = n0 + wrow[j][h];
+        if (f >= N) continue;
+#pragma unroll
+        for (int c = 0; c < kN / 8; ++c)
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            const int r = 8 * c + 2 * tq + q;
+            if (r < rows) g.y_out[(r0 + r) * N + f] = d[j][4 * c + 2 * h + q];
+          }
+      }
+    }
+  }
 #endif
 }
 
@@ -160,107 +257,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_wait_all();
   } else {
     setmaxnreg_inc<kConsumerRegs>();
-    const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, gr = lane >> 2, tq = lane & 3;
-    // This thread's weight rows: slab j's rows 16 warp + gr (+ 8). Up: slab 0 gate rows, slab 1
-    // the same features' up rows; down: the warpgroup's 128 features in two slabs.
-    int wrow[2][2];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        wrow[j][h] = (kUp ? j * (kBW / 2) + 64 * wg : 128 * wg + 64 * j) + 16 * warp + gr + 8 * h;
-    float d[2][64];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int i = 0; i < 64; ++i) d[j][i] = 0.f;
-    Ring<kStages> ring;
-    int prev = -1;
-    // One k tile: its fragments (all four 16-wide chunks, both slabs) built while the previous
-    // tile's MMAs run, then its MMAs issued as one group. The fragments are the MMAs' registers
-    // until the group completes, so consecutive tiles take turns between two sets (with one set
-    // ptxas serialises the MMAs, C7515).
-    auto k_tile = [&](uint32_t(&a)[kBK / 16][2][4]) {
-      mbarrier_wait(&full[ring.slot()], ring.parity());
-      fence_proxy_async_smem();  // the token rows came by cp.async; the MMAs read them async
-      const unsigned char* wt = smem + ring.slot() * kStageBytes + kTokBytes;
-      const unsigned char* sc = wt + kWBytes;
-      uint32_t mul[2][2][2];  // [slab][row][scale group]
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int s = 0; s < 2; ++s) mul[j][h][s] = mxfp4_scale_mul(sc[s * kBW + wrow[j][h]]);
-            // k pairs 2 tq and 2 tq + 8 of chunk ks: bytes 8 ks + tq and + 4 of a row, in its
-            // 16-byte chunk ks / 2 (flipped on rows with bit 2 set).
-#pragma unroll
-      for (int ks = 0; ks < kBK / 16; ++ks)
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = wrow[j][h];
-            const unsigned char* p =
-                wt + row * 32 + (((ks >> 1) ^ ((row >> 2) & 1)) * 16) + (ks & 1) * 8 + tq;
-            a[ks][j][h] = widen_e2m1x2(p[0], mul[j][h][ks >> 1]);
-            a[ks][j][2 + h] = widen_e2m1x2(p[4], mul[j][h][ks >> 1]);
-          }
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kBK / 16; ++ks) {
-        const uint64_t b = wgmma_desc_sw128(sbase + ring.slot() * kStageBytes + ks * 32);
-        wgmma_m64n128k16_bf16_rs(d[0], a[ks][0], b);
-        wgmma_m64n128k16_bf16_rs(d[1], a[ks][1], b);
-      }
-      wgmma_commit();
-      wgmma_wait<1>();  // the previous tile's MMAs are done: free its stage
-      if (prev >= 0 && (tid & 127) == 0) mbarrier_arrive(&empty[prev]);
-      prev = ring.slot();
-      ++ring.use;
-    };
-    uint32_t frags[2][kBK / 16][2][4];
-    int kt = 0;
-    for (; kt + 1 < KT; kt += 2) {
-      k_tile(frags[0]);
-      k_tile(frags[1]);
-    }
-    if (kt < KT) k_tile(frags[0]);
-    wgmma_wait<0>();
-    wgmma_fence_operands(d[0]);
-    wgmma_fence_operands(d[1]);
-    if (prev >= 0 && (tid & 127) == 0) mbarrier_arrive(&empty[prev]);
-
-      // d[j][4 c + 2 h + q]: weight row wrow[j][h], token row 8 c + 2 tq + q of the tile.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if constexpr (kUp) {
-        const int64_t f = n0 + 64 * wg + 16 * warp + gr + 8 * h;
-        if (f >= N) continue;
-#pragma unroll
-        for (int c = 0; c < 16; ++c)
-#pragma unroll
-          for (int q = 0; q < 2; ++q) {
-            const int r = 8 * c + 2 * tq + q;
-            if (r < rows)
-              g.act_out[(r0 + r) * N + f] = f32_to_bf16_bits(
-                  swiglu1(d[0][4 * c + 2 * h + q], d[1][4 * c + 2 * h + q], g.limit));
-          }
-      } else {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int64_t f = n0 + wrow[j][h];
-          if (f >= N) continue;
-#pragma unroll
-          for (int c = 0; c < 16; ++c)
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-              const int r = 8 * c + 2 * tq + q;
-              if (r < rows) g.y_out[(r0 + r) * N + f] = d[j][4 * c + 2 * h + q];
-            }
-        }
-      }
-    }
+    // The MMAs' width: the tile's token rows rounded up to 32 (an expert averaging 96 rows at
+    // 4096 tokens would leave a 128-wide MMA a quarter empty).
+    const Consumer c{g, smem, sbase, full, empty, KT, n0, r0, rows};
+    if (rows > 96)
+      consume<kUp, 128>(c);
+    else if (rows > 64)
+      consume<kUp, 96>(c);
+    else if (rows > 32)
+      consume<kUp, 64>(c);
+    else
+      consume<kUp, 32>(c);
   }
 #else
   __trap();  // launched only on sm_90a devices (wgmma_available)

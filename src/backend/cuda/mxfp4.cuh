@@ -19,8 +19,10 @@ __device__ __forceinline__ uint32_t mxfp4_scale_mul(uint32_t s) {
 // gives value * 2^(s - 127), exact (the product is a normal bf16 with two significant bits). The
 // fma's addend is -0 so that -0 stays -0, as dequantising gives.
 __device__ __forceinline__ uint32_t widen_e2m1x2(uint32_t byte, uint32_t mul) {
-  const uint32_t t = byte | (byte << 12);  // the high nibble at bits 16..19
-  const uint32_t v = ((t << 6) & 0x01C001C0u) | ((t << 12) & 0x80008000u);
+  // The byte at bits 12..19 and 24..31: the low nibble at 12..15, the high one at 28..31, each
+  // nibble's sign where its half's sign goes and its magnitude 6 bits above its half's bits 6..8.
+  const uint32_t t = byte * 0x01001000u;
+  const uint32_t v = (t & 0x80008000u) | ((t >> 6) & 0x01C001C0u);
   uint32_t r;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(v), "r"(mul), "r"(0x80008000u));
   return r;

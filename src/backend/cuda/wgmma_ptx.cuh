@@ -1,8 +1,8 @@
 // Thin wrappers over Hopper's warpgroup MMA PTX (wgmma, sm_90a only; C++17, nvcc only): shared
 // memory matrix descriptors for the 128-byte swizzled K-major tiles the expert GEMM and the
 // indexer stage (and their MN-major reading, the attention's V), the m64n256k16 bf16 and
-// m64n{32,64,128,256}k16 fp16 MMAs with fp32 accumulation, and the fences and group waits around
-// them. Outside sm_90a every wrapper compiles to nothing
+// m64n{32,64,128,256}k16 fp16 MMAs with fp32 accumulation, bf16 MMAs with A from registers, and
+// the fences and group waits around them. Outside sm_90a every wrapper compiles to nothing
 // (DI_HAVE_WGMMA is 0): callers check it.
 #pragma once
 
@@ -78,7 +78,8 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
 // take them (DI_REGS32 ...: operands %0 up).
 #define DI_ACC16 DI_ACC8(0), DI_ACC8(8)
 #define DI_ACC32 DI_ACC8(0), DI_ACC8(8), DI_ACC8(16), DI_ACC8(24)
-#define DI_ACC64 DI_ACC32, DI_ACC8(32), DI_ACC8(40), DI_ACC8(48), DI_ACC8(56)
+#define DI_ACC48 DI_ACC32, DI_ACC8(32), DI_ACC8(40)
+#define DI_ACC64 DI_ACC48, DI_ACC8(48), DI_ACC8(56)
 #define DI_ACC128                                                                          \
   DI_ACC64, DI_ACC8(64), DI_ACC8(72), DI_ACC8(80), DI_ACC8(88), DI_ACC8(96), DI_ACC8(104), \
       DI_ACC8(112), DI_ACC8(120)
@@ -87,11 +88,13 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, " \
   "%30, %31"
-#define DI_REGS64                                                            \
+#define DI_REGS48                                                            \
   DI_REGS32                                                                  \
   ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
-  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, "   \
-  "%60, %61, %62, %63"
+  "%46, %47"
+#define DI_REGS64 \
+  DI_REGS48       \
+  ", %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define DI_REGS128                                                           \
   DI_REGS64                                                                  \
   ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, " \
@@ -158,6 +161,47 @@ __device__ __forceinline__ void wgmma_m64n32k16_f16(float (&d)[16], uint64_t a_d
 #endif
 }
 
+// d[64 x N] += a[64 x 16] b[N x 16]^T, bf16, a from registers (mma.sync's m16k16 A fragment per
+// warp: rows 16 w + t / 4 (+ 8), k pairs 2 (t % 4) (+ 8)), b K-major in shared memory; d's
+// layout as wgmma_m64n256k16_bf16's over N / 8 column blocks. N = 32, 64, 96 or 128. The
+// fragment registers are read as the MMA runs: keep them until its group completes.
+template <int N>
+__device__ __forceinline__ void wgmma_m64nNk16_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4],
+                                                       uint64_t b_desc) {
+  static_assert(N == 32 || N == 64 || N == 96 || N == 128, "an instantiated width");
+#if DI_HAVE_WGMMA
+  if constexpr (N == 32) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {" DI_REGS16
+        "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+        : DI_ACC16
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  } else if constexpr (N == 64) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" DI_REGS32
+        "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : DI_ACC32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  } else if constexpr (N == 96) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {" DI_REGS48
+        "}, {%48, %49, %50, %51}, %52, p, 1, 1, 0;\n}\n"
+        : DI_ACC48
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" DI_REGS64
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : DI_ACC64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  }
+#endif
+}
+
 // d[64 x 256] += a[64 x 16] b, fp16, a K-major, b [16 x 256] MN-major (wgmma_desc_sw128_mn).
 __device__ __forceinline__ void wgmma_m64n256k16_f16_bmn(float (&d)[128], uint64_t a_desc,
                                                          uint64_t b_desc) {
@@ -173,10 +217,12 @@ __device__ __forceinline__ void wgmma_m64n256k16_f16_bmn(float (&d)[128], uint64
 
 #undef DI_REGS128
 #undef DI_REGS64
+#undef DI_REGS48
 #undef DI_REGS32
 #undef DI_REGS16
 #undef DI_ACC128
 #undef DI_ACC64
+#undef DI_ACC48
 #undef DI_ACC32
 #undef DI_ACC16
 #undef DI_ACC8
