@@ -3,19 +3,20 @@
 # experts top-6, moe_intermediate 2048, the preset's CSA/HCA schedule) with weights generated on
 # the device (--random-weights) and the context set directly (--synthetic-context). 9 layers fit
 # with batch <= 128 at 64k context (fp32 state); batch 256 runs with 7 (4k and 64k). JSON goes
-# to $RESULTS.
-# Usage: B=build-gpu/src/api/deepinfer RESULTS=/tmp/out bash bench/h200_full.sh
+# to $RESULTS. FLAGS adds bench flags to every case and TAG names its JSON files apart (e.g.
+# FLAGS=--mxfp4-experts TAG=_mxfp4: the routed experts as a V4 checkpoint holds them).
+# Usage: B=build-gpu/src/api/deepinfer RESULTS=/tmp/out [FLAGS=...] [TAG=...] bash bench/h200_full.sh
 set -uo pipefail
 B=${B:-build/src/api/deepinfer}
 RESULTS=${RESULTS:-bench/results}
 STEP_LIMIT=${STEP_LIMIT:-200}  # seconds per command
 mkdir -p "$RESULTS"
-P=(--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790)
+P=(--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790 ${FLAGS:-})
 run() {
   local name=$1
   shift
   echo "== $name: $*"
-  timeout "$STEP_LIMIT" "$B" bench "${P[@]}" "$@" --json-out "$RESULTS/h200_v4flash_$name.json" 2>&1 |
+  timeout "$STEP_LIMIT" "$B" bench "${P[@]}" "$@" --json-out "$RESULTS/h200_v4flash_$name${TAG:-}.json" 2>&1 |
     grep -vE "^  model|^peaks"
   echo "== $name rc=${PIPESTATUS[0]}"
 }
