@@ -4,6 +4,7 @@
 # limits its occupancy. After gpu_session.sh built build-gpu. Usage:
 #   OUT=/tmp/nm [KERNEL=grouped_gemm] [METRICS=a,b,c] [GROUP=1] [LAYERS=3] [N=1] [CONTEXT=4096] \
 #     [TOKENS=4096] bash tools/device/ncu_metrics.sh
+# BENCH_FLAGS adds bench flags (e.g. --mxfp4-experts).
 # TOKENS profiles a prefill step of that many prompt tokens instead of a decode step of N
 # sequences at CONTEXT (e.g. KERNEL=attention_wgmma TOKENS=16384 LAYERS=2).
 # Writes $OUT/ncu_metrics.csv (raw) and $OUT/ncu_metrics.txt (the table). Clocks and caches are
@@ -24,7 +25,7 @@ M=${METRICS:-gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_e
 "$NCU" --profile-from-start off --clock-control none --cache-control none \
   --kernel-name "regex:${KERNEL:-grouped_gemm}" --metrics "$M" --csv --page raw \
   "$B" bench --device cuda --random-weights --preset v4-flash --num-layers "${LAYERS:-3}" \
-  --peak-gbs 4300 --peak-tflops 790 --warmup-steps "${WARMUP:-2}" --num-steps 1 "${STEP[@]}" \
+  --peak-gbs 4300 --peak-tflops 790 --warmup-steps "${WARMUP:-2}" --num-steps 1 "${STEP[@]}" ${BENCH_FLAGS:-} \
   >"$OUT/ncu_metrics.csv" 2>"$OUT/ncu_metrics.err"
 rc=$?
 python3 "$(dirname "$0")/ncu_table.py" "$OUT/ncu_metrics.csv" --metrics "$M" ${GROUP:+--group} |

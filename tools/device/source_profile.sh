@@ -4,7 +4,7 @@
 # view on the logged steps of one bench case, then source_regions.py's split of each kernel's
 # stall samples into before / in / after its hot loop. Writes $OUT/details.txt (ncu's sections)
 # and $OUT/regions.txt. Usage: OUT=/tmp/sp KERNELS=regex:grouped_gemm CASE=decode:1 [LAYERS=2]
-#   [COUNT=16] [CONTEXT=4096] [TOP=3] bash tools/device/source_profile.sh
+#   [COUNT=16] [CONTEXT=4096] [TOP=3] [BENCH_FLAGS=--mxfp4-experts] bash tools/device/source_profile.sh
 set -uo pipefail
 B=${B:-build-gpu/src/api/deepinfer}
 OUT=${OUT:-/tmp/source_profile}
@@ -22,7 +22,7 @@ REP=$(mktemp -u /tmp/source_profile_XXXX)
 "$NCU" --profile-from-start off --clock-control none --set full --import-source yes \
   -k "${KERNELS:-regex:.}" --launch-count "${COUNT:-16}" -o "$REP" \
   "$B" bench --device cuda --random-weights --preset v4-flash --num-layers "${LAYERS:-2}" \
-  --warmup-steps 2 --num-steps 1 "${args[@]}" >"$OUT/ncu_run.txt" 2>&1 ||
+  --warmup-steps 2 --num-steps 1 "${args[@]}" ${BENCH_FLAGS:-} >"$OUT/ncu_run.txt" 2>&1 ||
   { echo "ncu failed"; tail -5 "$OUT/ncu_run.txt"; exit 1; }
 "$NCU" --import "$REP.ncu-rep" --page details --print-units base >"$OUT/details.txt" 2>&1
 "$NCU" --import "$REP.ncu-rep" --page source --print-source sass --csv >"$REP.csv" 2>&1
