@@ -23,7 +23,8 @@ enum class ScoringFunc { kSoftmax, kSigmoid, kSqrtSoftplus };
 // their E8M0 scales, one per 32 values of a row, stored k-group-major: s1 [E, D / 32, I] (s1[e,
 // g, i] scales w1[e, i, 32 g .. 32 g + 31]), s3 likewise, s2 [E, I / 32, D]. Every scale is in
 // [kMxfp4MinScale, kMxfp4MaxScale], so each weight is exact in bf16 and fp32 (and a backend may
-// widen it by a bf16 multiply). Without scales (empty views) the experts are unquantised.
+// widen it by a bf16 multiply). The MXFP4 data are in the order Backend::prepare_mxfp4_experts
+// left them. Without scales (empty views) the experts are unquantised.
 struct ExpertWeights {
   TensorView w1;  // [E, I, D] gate
   TensorView w3;  // [E, I, D] up
@@ -52,6 +53,11 @@ class Backend {
     (void)D;
     return false;
   }
+  // Reorders MXFP4 expert data (ExpertWeights' w1 / w3 / w2 as a checkpoint stores them: FP4E2M1
+  // [E, rows, cols], cols % 64 == 0) in place into the order this backend's moe_experts reads
+  // them in; whoever builds MXFP4 ExpertWeights calls it once per matrix. A no-op where the
+  // kernels read the checkpoint's order (the CPU).
+  virtual void prepare_mxfp4_experts(const TensorView& data) { (void)data; }
   // The dtype a producer best writes a tensor of `rows` rows in whose only readers are products
   // (matmul, grouped_matmul, moe_experts): weight_dtype() where the backend's products of that
   // size round x to it anyway (writing it so saves them a cast pass over fp32), else F32. The

@@ -1,6 +1,7 @@
 // CUDA vs CPU: route (three scoring functions, bias, hash routing) and moe_experts (bf16 expert
 // weights, accumulation into out, out-of-range experts rejected).
 #include <array>
+#include <cstring>
 
 #include "backend/cuda/kernels.h"
 #include "common/mxfp4_experts.h"
@@ -161,6 +162,7 @@ TEST_F(Moe, Mxfp4ExpertsGiveTheBitsOfTheirDequantisedWeights) {
       const Tensor q1 = to_dev(*gpu, w1.packed), q3 = to_dev(*gpu, w3.packed),
                    q2 = to_dev(*gpu, w2.packed), s1 = to_dev(*gpu, w1.scales),
                    s3 = to_dev(*gpu, w3.scales), s2 = to_dev(*gpu, w2.scales);
+      for (const Tensor* q : {&q1, &q3, &q2}) gpu->prepare_mxfp4_experts(q->view());
       gpu->moe_experts(dx, idx, wts, {q1, q3, q2, s1, s3, s2}, 7.f, TensorView(), packed_out);
       const Tensor a = to_host(*gpu, wide_out), b = to_host(*gpu, packed_out);
       int64_t differ = 0;
@@ -181,6 +183,40 @@ TEST_F(Moe, Mxfp4ExpertsGiveTheBitsOfTheirDequantisedWeights) {
   // Shapes the kernels do not take are refused, not run.
   EXPECT_FALSE(gpu->takes_mxfp4_experts(8, 96, 128));
   EXPECT_FALSE(gpu->takes_mxfp4_experts(8, 128, 96));
+}
+
+// The resident order (backend/cuda/mxfp4.cuh): every byte of a 64-value k tile moves to where the
+// MMA fragments' thread column t reads it, its two codes split between the low and high halves
+// of a word; rows of other widths are refused.
+TEST_F(Moe, Mxfp4ResidentOrderPutsEachThreadsPairsInOneRun) {
+  SEED_TRACE();
+  Rng rng;
+  const int64_t E = 3, rows = 5, cols = 128;
+  Tensor packed = host({E, rows, cols}, DType::kFP4E2M1);
+  uint8_t* in = packed.data_as<uint8_t>();
+  for (int64_t i = 0; i < E * rows * cols / 2; ++i)
+    in[i] = static_cast<uint8_t>(rng.integer(0, 255));
+  const Tensor dev = to_dev(*gpu, packed);
+  gpu->prepare_mxfp4_experts(dev.view());
+  const Tensor out = to_host(*gpu, dev);
+  const auto* res = out.data_as<uint8_t>();
+  int64_t wrong = 0;
+  for (int64_t tile = 0; tile < E * rows * cols / 64; ++tile)
+    for (int t = 0; t < 4; ++t)
+      for (int c = 0; c < 4; ++c)
+        for (int hi = 0; hi < 2; ++hi) {
+          // Values 16 c + 2 t + 8 hi and + 1: byte 8 c + 4 hi + t of the checkpoint's tile; in
+          // word c / 2 of run t, pair i = 2 (c % 2) + hi: nibbles i and 4 + i.
+          const uint8_t b = in[tile * 32 + 8 * c + 4 * hi + t];
+          uint32_t word;
+          std::memcpy(&word, res + tile * 32 + 8 * t + 4 * (c / 2), 4);
+          const int i = 2 * (c % 2) + hi;
+          wrong +=
+              ((word >> (4 * i)) & 15) != (b & 15u) || ((word >> (16 + 4 * i)) & 15) != (b >> 4);
+        }
+  EXPECT_EQ(wrong, 0);
+  const Tensor narrow = to_dev(*gpu, host({1, 2, 96}, DType::kFP4E2M1));
+  EXPECT_THROW(gpu->prepare_mxfp4_experts(narrow.view()), Error);
 }
 
 // A token's expert output does not depend on the other tokens of the batch (bitwise): what the

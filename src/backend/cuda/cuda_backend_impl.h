@@ -129,6 +129,7 @@ class CudaBackend final : public Backend {
   DType weight_dtype() const override { return DType::kBF16; }
   // MXFP4 experts: every moe_experts kernel widens the packed tiles it stages (cuda_moe.cpp).
   bool takes_mxfp4_experts(int64_t E, int64_t I, int64_t D) const override;
+  void prepare_mxfp4_experts(const TensorView& data) override;
   // bf16 past the decode-sized rows (kDenseGemmMaxRows), whose tile kernels keep fp32 rows
   // resident, unless DEEPINFER_CUDA_BF16_PRODUCT_INPUTS=0.
   DType product_input_dtype(int64_t rows) const override;

@@ -40,6 +40,19 @@ bool CudaBackend::takes_mxfp4_experts(int64_t E, int64_t I, int64_t D) const {
   return E > 0 && E <= kMaxPlanExperts && I % 64 == 0 && D % 64 == 0;
 }
 
+// The MXFP4 tiles read each thread's weights of a k tile as one 8-byte run (mxfp4.cuh).
+void CudaBackend::prepare_mxfp4_experts(const TensorView& data) {
+  const char* op = "prepare_mxfp4_experts";
+  OpScope s(*this, op);
+  expect(op, "data", data, DType::kFP4E2M1, {kAny, kAny, kAny});
+  DI_CHECK(data.dim(2) % 64 == 0 && aligned16(data.data()), ErrorCode::kInvalidArgument,
+           "{}: rows of {} values: the resident order needs multiples of 64, 16-byte aligned", op,
+           data.dim(2));
+  check(launch_mxfp4_resident_order(static_cast<uint8_t*>(data.data()), data.numel() / 64,
+                                    ctx_->stream()),
+        op);
+}
+
 Tensor CudaBackend::moe_plan(const TensorView& idx, int64_t num_experts) {
   const char* op = "moe_plan";
   OpScope s(*this, op);

@@ -279,8 +279,9 @@ inline size_t resident_smem(int64_t M, int64_t seg_tiles) {
          static_cast<size_t>(M * resident_lda(seg_tiles) + 16) * 2;
 }
 
-// The packed weight stages of kFp4 tiles: a row's 32 bytes a k tile, rows 48 bytes apart (eight
-// rows' reads of one word fall in distinct banks), then the k tile's two scale groups [2][BN].
+// The packed weight stages of kFp4 tiles: a row's 32 bytes a k tile, rows 48 bytes apart (a
+// warp's words of eight rows fall at most two to a bank), then the k tile's two scale groups
+// [2][BN].
 constexpr int kPackedLd = 48;
 
 // Grid: (tile slot) x (column tile) [x batch]. kUp: columns are BN/2 features of w1 then the
@@ -596,18 +597,21 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
         }
       }
       if constexpr (kFp4) {
-        // ldmatrix_x4's fragments: rows (lane / 4) (+ 8) of the pair, k pairs 2 (lane % 4) (+ 8):
-        // bytes ks / 2 + lane % 4 (+ 4) of a packed row.
-        const unsigned char* bp = Bp + buf * BN * kPackedLd + ks / 2 + (lane & 3);
+        // ldmatrix_x4's fragments: rows (lane / 4) (+ 8) of the pair, k pairs 2 (lane % 4) (+ 8)
+        // of chunk ks / 16: pairs 2 (ks / 16 % 2) and + 1 of word ks / 32 of run lane % 4 of a
+        // packed row (mxfp4.cuh).
+        const unsigned char* bp = Bp + buf * BN * kPackedLd + (lane & 3) * 8 + (ks / 32) * 4;
         const unsigned char* sc = Sc + buf * 2 * BN + (ks / 32) * BN;
+        const int pair = 2 * ((ks / 16) & 1);
 #pragma unroll
         for (int j = 0; j < T::NJ; ++j)
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int nr = wn * T::WTN + j * 16 + half * 8 + (lane >> 2);
             const uint32_t mul = mxfp4_scale_mul(sc[nr]);
-            b[j][2 * half] = widen_e2m1x2(bp[nr * kPackedLd], mul);
-            b[j][2 * half + 1] = widen_e2m1x2(bp[nr * kPackedLd + 4], mul);
+            const uint32_t w = *reinterpret_cast<const uint32_t*>(bp + nr * kPackedLd);
+            b[j][2 * half] = widen_e2m1_pair(w, pair, mul);
+            b[j][2 * half + 1] = widen_e2m1_pair(w, pair + 1, mul);
           }
       } else {
 #pragma unroll

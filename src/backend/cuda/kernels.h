@@ -385,14 +385,19 @@ cudaError_t launch_moe_down_wgmma(const uint16_t* act, int64_t R, const int32_t*
                                   const uint16_t* w2, int64_t E, int64_t D, int64_t I, float* y,
                                   cudaStream_t stream);
 // MXFP4-resident experts (backend.h, ExpertWeights): one stacked matrix [E, N, K] as packed
-// e2m1 pairs [E, N, K / 2] and e8m0 scales [E, K / 32, N], scales in 2..128.
+// e2m1 codes [E, N, K / 2] in the resident order (mxfp4.cuh) and e8m0 scales [E, K / 32, N],
+// scales in 2..128.
 struct Mxfp4Matrix {
   const uint8_t* data;
   const uint8_t* scales;
 };
-// The two GEMMs above with MXFP4 weights, widened to bf16 as the tiles use them: the outputs the
-// bf16 kernels give for the weights dequantised. Same plans and tiles; K a multiple of 64 and N
-// of 16, rows 16-byte aligned. The mma.sync tiles (tile_rows 16 or 64):
+// MXFP4 expert data [.., rows, cols] (cols % 64 == 0, `tiles` = rows * cols / 64 of them, 16-byte
+// aligned) from a checkpoint's order into the resident order the MXFP4 tiles read (mxfp4.cuh),
+// in place.
+cudaError_t launch_mxfp4_resident_order(uint8_t* data, int64_t tiles, cudaStream_t stream);
+// The two GEMMs above with MXFP4 weights (in the resident order), widened to bf16 as the tiles use
+// them: the outputs the bf16 kernels give for the weights dequantised. Same plans and tiles; K a
+// multiple of 64 and N of 16, rows 16-byte aligned. The mma.sync tiles (tile_rows 16 or 64):
 cudaError_t launch_moe_up_gemm_mxfp4(const float* x, const int32_t* row_token,
                                      const int32_t* offsets, const int32_t* tiles,
                                      const int32_t* num_tiles, int64_t max_tiles, int tile_rows,

@@ -1,10 +1,10 @@
 // The routed experts' two GEMMs for prefill-sized batches with MXFP4-resident weights (backend.h,
 // ExpertWeights) on Hopper's warpgroup MMA (wgmma, sm_90a). The products are computed
 // transposed: the weights are the MMA's A operand, widened to bf16 in registers from packed tiles
-// in shared memory (mxfp4.cuh), and the plan's 128-row token tiles its B operand, so the
-// weights cross L2 and shared memory at 4.25 bits a value and never as bf16. Per block: 256
-// weight rows (two 64-row slabs a consumer warpgroup) x 128 token rows, 64-wide k tiles in an
-// 8-stage ring filled by cp.async from a producer warpgroup:
+// in shared memory (mxfp4.cuh: each thread's values of a row one 8-byte read), and the plan's
+// 128-row token tiles its B operand, so the weights cross L2 and shared memory at 4.25 bits a value
+// and never as bf16. Per block: 256 weight rows (two 64-row slabs a consumer warpgroup) x 128 token
+// rows, 64-wide k tiles in an 8-stage ring filled by cp.async from a producer warpgroup:
 //   up:   act[r, i] = swiglu(x[row_token[r]] . w1[e, i], x[row_token[r]] . w3[e, i])  (a
 //         warpgroup's slabs are 64 gate rows and the matching 64 up rows: one thread holds
 //         both of an output)
@@ -97,26 +97,26 @@ __device__ __forceinline__ void consume(const Consumer& c) {
     const unsigned char* wt = smem + ring.slot() * kStageBytes + kTokBytes;
     const unsigned char* sc = wt + kWBytes;
     uint32_t mul[2][2][2];  // [slab][row][scale group]
+    uint2 run[2][2];        // [slab][row]: this thread's 16 values of the row (mxfp4.cuh)
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2; ++h) {
+        run[j][h] = *reinterpret_cast<const uint2*>(wt + wrow[j][h] * 32 + tq * 8);
 #pragma unroll
         for (int s = 0; s < 2; ++s) mul[j][h][s] = mxfp4_scale_mul(sc[s * kBW + wrow[j][h]]);
-          // k pairs 2 tq and 2 tq + 8 of chunk ks: bytes 8 ks + tq and + 4 of a row, in its
-          // 16-byte chunk ks / 2 (flipped on rows with bit 2 set). Each chunk's MMAs go as soon as
-          // its fragments are built, so the next chunk's widening runs beside them.
+      }
+      // Chunk ks's lo / hi pairs: pairs 2 (ks % 2) and + 1 of word ks / 2 of a run. Each chunk's
+      // MMAs go as soon as its fragments are built, so the next chunk's widening runs beside them.
 #pragma unroll
     for (int ks = 0; ks < kBK / 16; ++ks) {
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int row = wrow[j][h];
-          const unsigned char* p =
-              wt + row * 32 + (((ks >> 1) ^ ((row >> 2) & 1)) * 16) + (ks & 1) * 8 + tq;
-          a[ks][j][h] = widen_e2m1x2(p[0], mul[j][h][ks >> 1]);
-          a[ks][j][2 + h] = widen_e2m1x2(p[4], mul[j][h][ks >> 1]);
+          const uint32_t w = ks < 2 ? run[j][h].x : run[j][h].y;
+          a[ks][j][h] = widen_e2m1_pair(w, 2 * (ks & 1), mul[j][h][ks >> 1]);
+          a[ks][j][2 + h] = widen_e2m1_pair(w, 2 * (ks & 1) + 1, mul[j][h][ks >> 1]);
         }
       const uint64_t b = wgmma_desc_sw128(sbase + ring.slot() * kStageBytes + ks * 32);
       wgmma_fence();
@@ -217,8 +217,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int64_t src_row = r >= r_end ? -1 : kUp ? g.row_token[r] : r;
       a_src[i] = src_row < 0 ? nullptr : g.x + src_row * K + lc * 8;
     }
-    // Weights: 16-byte chunk wc of rows wrow + 64 i, the chunk flipped on rows with bit 2 set
-    // (the consumers' byte reads of eight rows then fall in distinct banks).
+    // Weights: 16-byte chunk wc of rows wrow + 64 i (a warp's 8-byte reads of eight rows are
+    // 256 contiguous bytes).
     const int wc = t & 1, wrow = t >> 1;
     const uint8_t* w_src[kBW * 2 / kProducers];
     int w_dst[kBW * 2 / kProducers];
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const bool second = kUp && row >= kBW / 2;  // up: w3's rows after w1's
       const int64_t n = n0 + (second ? row - kBW / 2 : row);
       w_src[i] = n < N ? (second ? g.w3 : g.w1) + (e * N + n) * (K / 2) + wc * 16 : nullptr;
-      w_dst[i] = row * 32 + (wc ^ ((row >> 2) & 1)) * 16;
+      w_dst[i] = row * 32 + wc * 16;
     }
     // Scales: threads 0-31, 16 rows of group t / 16 of the k tile each.
     const int sg = (t >> 4) & 1, srow = (t & 15) * 16;

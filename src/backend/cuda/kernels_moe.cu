@@ -3,6 +3,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_common.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/mxfp4.cuh"
 
 namespace deepinfer::cuda {
 
@@ -220,6 +221,21 @@ __global__ void combine4_kernel(const float* y, const int32_t* where, const floa
 
 }  // namespace
 
+// One thread a 32-byte k tile: the checkpoint's order in, the resident order (mxfp4.cuh) out.
+__global__ void mxfp4_resident_order_kernel(uint8_t* data, int64_t tiles) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= tiles) return;
+  uint4* p = reinterpret_cast<uint4*>(data + i * 32);
+  const uint4 v[2] = {p[0], p[1]};
+  uint8_t tile[32];
+  memcpy(tile, v, 32);
+  uint32_t out[8];
+#pragma unroll
+  for (int w = 0; w < 8; ++w) out[w] = mxfp4_resident_word(tile, w);
+  p[0] = make_uint4(out[0], out[1], out[2], out[3]);
+  p[1] = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
 cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, const float* bias,
                          const int32_t* tid2eid, int64_t V, const int32_t* ids, int k,
                          float routed_scale, float* weights, int32_t* idx, int32_t* err,
@@ -254,6 +270,14 @@ cudaError_t launch_moe_combine(const float* y, const int32_t* where, const float
   const int64_t capped = total < (int64_t{1} << 24) ? total : (int64_t{1} << 24);
   return launch_kernel(combine_kernel, blocks_for(capped, kThreads), kThreads, 0, stream, y, where,
                        weights, M, k, D, out);
+}
+
+cudaError_t launch_mxfp4_resident_order(uint8_t* data, int64_t tiles, cudaStream_t stream) {
+  if (tiles <= 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  return launch_kernel(mxfp4_resident_order_kernel,
+                       dim3(static_cast<unsigned>((tiles + kThreads - 1) / kThreads)),
+                       dim3(kThreads), 0, stream, data, tiles);
 }
 
 }  // namespace deepinfer::cuda

@@ -266,7 +266,9 @@ ModelWeights load_weights(const ModelConfig& c, const WeightSource& source, Back
                        source.mxfp4_experts(backend, l, "w1", E, I, D, &M.w1, &M.s1) &&
                        source.mxfp4_experts(backend, l, "w3", E, I, D, &M.w3, &M.s3) &&
                        source.mxfp4_experts(backend, l, "w2", E, D, I, &M.w2, &M.s2);
-    if (!mxfp4) {
+    if (mxfp4) {
+      for (const Tensor* t : {&M.w1, &M.w3, &M.w2}) backend.prepare_mxfp4_experts(t->view());
+    } else {
       M.s1 = M.s3 = M.s2 = Tensor();
       M.w1 = source.experts(backend, l, "w1", E, I, D);
       M.w3 = source.experts(backend, l, "w3", E, I, D);
