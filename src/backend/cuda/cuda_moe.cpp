@@ -180,11 +180,14 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
     const int cluster = R >= kClusterMinTiles * kMoeWgmmaTileRows * E ? expert_cluster_ : 1;
     const auto* xb16 = static_cast<const uint16_t*>(xbf);
     if (mxfp4) {
+      // Blocks of two tiles where experts average two tiles or more (fewer: most would hold one
+      // tile, the other half of their MMAs empty).
+      const bool pairs = R >= 2 * kMoeWgmmaTileRows * E;
       check(launch_moe_up_mxfp4_wgmma(xb16, row_token, offsets, tiles, num_tiles, max_tiles, q1, q3,
-                                      I, D, limit, actp, ctx_->stream()),
+                                      I, D, limit, pairs, actp, ctx_->stream()),
             op);
-      check(launch_moe_down_mxfp4_wgmma(actp, offsets, tiles, num_tiles, max_tiles, q2, D, I, yp,
-                                        ctx_->stream()),
+      check(launch_moe_down_mxfp4_wgmma(actp, offsets, tiles, num_tiles, max_tiles, q2, D, I, pairs,
+                                        yp, ctx_->stream()),
             op);
     } else {
       check(launch_moe_up_wgmma(xb16, row_token, offsets, tiles, num_tiles, max_tiles, w1, w3, E, I,

@@ -409,16 +409,18 @@ cudaError_t launch_moe_down_gemm_mxfp4(const uint16_t* act, const int32_t* offse
                                        int64_t D, int64_t I, float* y,
                                        const MoeDownCombine* combine, cudaStream_t stream);
 // ... and the wgmma tiles (kernels_expert_mxfp4_wgmma.cu; kMoeWgmmaTileRows-row plans, bf16 x,
-// wgmma_available() only; no clusters):
+// wgmma_available() only; no clusters). tile_pairs: a block takes two of an expert's tiles
+// (for experts averaging two tiles or more: half the widening a FLOP, twice the token bytes):
 cudaError_t launch_moe_up_mxfp4_wgmma(const uint16_t* x, const int32_t* row_token,
                                       const int32_t* offsets, const int32_t* tiles,
                                       const int32_t* num_tiles, int64_t max_tiles,
                                       const Mxfp4Matrix& w1, const Mxfp4Matrix& w3, int64_t I,
-                                      int64_t D, float limit, uint16_t* act, cudaStream_t stream);
+                                      int64_t D, float limit, bool tile_pairs, uint16_t* act,
+                                      cudaStream_t stream);
 cudaError_t launch_moe_down_mxfp4_wgmma(const uint16_t* act, const int32_t* offsets,
                                         const int32_t* tiles, const int32_t* num_tiles,
                                         int64_t max_tiles, const Mxfp4Matrix& w2, int64_t D,
-                                        int64_t I, float* y, cudaStream_t stream);
+                                        int64_t I, bool tile_pairs, float* y, cudaStream_t stream);
 // Dense bf16 products of decode-sized batches on the same tensor-core tiles:
 // out_b[M, N] (+)= x_b[M, K] (bf16) w_b[N, K]^T for b < batch (element
 // strides sx / sw / so; leading dimensions ldx / ldw / ldo). Every output sums its 16-wide k

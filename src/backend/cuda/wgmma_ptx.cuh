@@ -163,12 +163,12 @@ __device__ __forceinline__ void wgmma_m64n32k16_f16(float (&d)[16], uint64_t a_d
 
 // d[64 x N] += a[64 x 16] b[N x 16]^T, bf16, a from registers (mma.sync's m16k16 A fragment per
 // warp: rows 16 w + t / 4 (+ 8), k pairs 2 (t % 4) (+ 8)), b K-major in shared memory; d's
-// layout as wgmma_m64n256k16_bf16's over N / 8 column blocks. N = 32, 64, 96 or 128. The
+// layout as wgmma_m64n256k16_bf16's over N / 8 column blocks. N = 32, 64, 96, 128 or 256. The
 // fragment registers are read as the MMA runs: keep them until its group completes.
 template <int N>
 __device__ __forceinline__ void wgmma_m64nNk16_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4],
                                                        uint64_t b_desc) {
-  static_assert(N == 32 || N == 64 || N == 96 || N == 128, "an instantiated width");
+  static_assert(N == 32 || N == 64 || N == 96 || N == 128 || N == 256, "an instantiated width");
 #if DI_HAVE_WGMMA
   if constexpr (N == 32) {
     asm volatile(
@@ -191,12 +191,19 @@ __device__ __forceinline__ void wgmma_m64nNk16_bf16_rs(float (&d)[N / 2], const 
         "}, {%48, %49, %50, %51}, %52, p, 1, 1, 0;\n}\n"
         : DI_ACC48
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
-  } else {
+  } else if constexpr (N == 128) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" DI_REGS64
         "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
         : DI_ACC64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" DI_REGS128
+        "}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
+        : DI_ACC128
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
   }
 #endif
