@@ -3,11 +3,11 @@
 // transposed: the weights are the MMA's A operand, widened to bf16 in registers from packed tiles
 // in shared memory (mxfp4.cuh: each thread's values of a row one 8-byte read), and the plan's
 // 128-row token tiles its B operand, so the weights cross L2 and shared memory at 4.25 bits a value
-// and never as bf16. Per block: 256 weight rows (two 64-row slabs a consumer warpgroup) x 128 token
-// rows, 64-wide k tiles in an 8-stage ring filled by cp.async from a producer warpgroup:
-//   up:   act[r, i] = swiglu(x[row_token[r]] . w1[e, i], x[row_token[r]] . w3[e, i])  (a
-//         warpgroup's slabs are 64 gate rows and the matching 64 up rows: one thread holds
-//         both of an output)
+// and never as bf16. Per block (Shape): 256 weight rows x 128 token rows, or, where experts have
+// many rows, 128 weight rows x 256 (two of an expert's tiles); 64-wide k tiles in a ring filled
+// by cp.async from a producer warpgroup:
+//   up:   act[r, i] = swiglu(x[row_token[r]] . w1[e, i], x[row_token[r]] . w3[e, i])  (one
+//         thread holds the gate and the up row of an output)
 //   down: y[r, d] = act[r] . w2[e, d]                                                (fp32 out)
 // Each output adds its 16-wide k chunks in increasing order into one fp32 accumulator, as the
 // bf16 kernels do; the widened weights are the values dequantising at load gives, so the outputs
