@@ -219,8 +219,6 @@ __global__ void combine4_kernel(const float* y, const int32_t* where, const floa
   }
 }
 
-}  // namespace
-
 // One thread a 32-byte k tile: the checkpoint's order in, the resident order (mxfp4.cuh) out.
 __global__ void mxfp4_resident_order_kernel(uint8_t* data, int64_t tiles) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -235,6 +233,8 @@ __global__ void mxfp4_resident_order_kernel(uint8_t* data, int64_t tiles) {
   p[0] = make_uint4(out[0], out[1], out[2], out[3]);
   p[1] = make_uint4(out[4], out[5], out[6], out[7]);
 }
+
+}  // namespace
 
 cudaError_t launch_route(const float* logits, int64_t M, int64_t E, int func, const float* bias,
                          const int32_t* tid2eid, int64_t V, const int32_t* ids, int k,
