@@ -45,8 +45,8 @@ constexpr VarSpec kVars[] = {
      "docs/perf.md)."},
     {"DEEPINFER_MXFP4_EXPERTS", VarType::kBool, "1",
      "Keep a checkpoint's MXFP4 routed experts in MXFP4 (4.25 bits a weight) where the backend's "
-     "moe_experts takes them (the CPU backend; not CUDA yet), widening each tile as it is used: "
-     "the same logits, bit for bit, as widening them once at load. 0: widen at load."},
+     "moe_experts takes them (the CPU and CUDA backends), widening each tile as it is used: the "
+     "same logits, bit for bit, as widening them once at load. 0: widen at load."},
     {"DEEPINFER_CUDA_EXPERT_CLUSTER", VarType::kInt, "2",
      "CUDA backend: the routed experts' up GEMM of prefill-sized batches (experts averaging 4 "
      "or more 128-row tiles) runs its blocks in clusters of this many (1, 2 or 4); where a "

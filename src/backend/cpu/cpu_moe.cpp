@@ -1,9 +1,11 @@
 // Mixture of experts: route (scoring + selection), swiglu, moe_experts.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/dtype.h"
 
 namespace deepinfer {
 
@@ -42,8 +44,11 @@ void score_row(const float* x, int64_t E, ScoringFunc func, float* s) {
 // backend.h) widened to fp32 into out [r1 - r0, cols]: the values dequantising at load gives.
 void widen_mxfp4_rows(const TensorView& w, const TensorView& s, int64_t e, int64_t r0, int64_t r1,
                       std::vector<float>& out) {
-  static constexpr float kE2m1[16] = {0.f,  0.5f,  1.f,  1.5f,  2.f,  3.f,  4.f,  6.f,
-                                      -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
+  static const std::array<float, 16> kE2m1 = [] {
+    std::array<float, 16> t{};
+    for (int c = 0; c < 16; ++c) t[c] = e2m1_to_f32(static_cast<uint8_t>(c));
+    return t;
+  }();
   const int64_t rows = w.dim(1), cols = w.dim(2), groups = cols / 32;
   const uint8_t* pw = w.data_as<uint8_t>() + e * rows * (cols / 2);
   const uint8_t* ps = s.data_as<uint8_t>() + e * groups * rows;
@@ -52,7 +57,7 @@ void widen_mxfp4_rows(const TensorView& w, const TensorView& s, int64_t e, int64
     const uint8_t* row = pw + r * (cols / 2);
     float* dst = out.data() + (r - r0) * cols;
     for (int64_t g = 0; g < groups; ++g) {
-      const float scale = std::ldexp(1.f, ps[g * rows + r] - 127);
+      const float scale = e8m0_to_f32(ps[g * rows + r]);
       for (int64_t j = 0; j < 16; ++j) {
         const uint8_t b = row[g * 16 + j];
         dst[g * 32 + 2 * j] = kE2m1[b & 15] * scale;
