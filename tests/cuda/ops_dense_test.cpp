@@ -492,10 +492,12 @@ TEST_F(Ops, HcPrePostHeadMatchCpu) {
            {3, 4, 4096},
            {37, 4, 4096},
            {3, 6, 64},
-           {300, 4, 4096},    // prefill-sized: 128-row mixing blocks, a partial last one
-           {260, 2, 200},     // ... a short last chunk of the row
-           {300, 6, 64},      // more mixing tasks than threads
-           {280, 10, 32}}) {  // too many fn rows for the wide kernel's buffers: small blocks
+           {300, 4, 4096},  // prefill-sized: 256-row mixing blocks, a partial last one
+           {260, 2, 200},   // ... a short last chunk of the row
+           {513, 3, 4096},  // ... fn groups part full and empty, a one-row last block
+           {600, 1, 301},   // ... rows not 16-byte aligned: plain loads
+           {300, 6, 64},    // more fn rows than the wide kernel's lanes: small blocks
+           {280, 10, 32}}) {
     Rng rng;
     const int64_t nmix = (2 + hc) * hc;
     const HcInputs in = hc_inputs(rng, M, hc, D, nmix);

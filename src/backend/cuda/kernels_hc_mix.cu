@@ -137,137 +137,148 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Prefill rows (hc_mix_partial_kernel's outputs, the same FMA chains: k in order from zero):
-// a block of 128 rows walks chunks blockIdx.y, blockIdx.y + gridDim.y, ... (about two blocks per
-// SM in all, one buffer each: one block's rows stream in by cp.async while the other sums; with
-// one block of two buffers per SM, 8 warps hid too little of the shared loads' latency: ncu
-// had it at 50% issue, 35% of DRAM). Each task is 2 rows (g, g + 64) x 6 fn rows read as float4
-// along k (8 shared loads per 48 FMAs); a warp's lanes share their fn rows (broadcast) and read
-// rows 4 banks apart (ld = 132). The first fn group's tasks also sum their rows' squares (the same
-// chain, k in order). A hc = 4 block's 256 tasks keep all 8 warps on the FMAs: with 4 rows per
-// task and the squares as tasks of their own, half the warps did all the mixing (241 us per
-// 4096 rows, ~4x its HBM time). The outputs go through shared memory so that a row's nmix + 1
-// partials leave as one contiguous run (one 4-byte store per lane had the rows 12.8 KB apart:
-// 270 -> 242 us per 4096 rows, docs/perf.md).
-constexpr int kWideRows = 128, kWideMix = 6, kWideLd = kMixChunk + 4;
+// Prefill rows (hc_mix_partial_kernel's outputs, the same FMA chains: k in order from zero,
+// zeros past a short last chunk). A block of 256 rows (a warp's 32) walks chunks blockIdx.y,
+// blockIdx.y + gridDim.y, ..., each as four 32-value stages of a cp.async ring, the chains'
+// accumulators kept in registers across a chunk's stages. Lane (rg, fg) of a warp takes rows rg
+// + 8 i (i < 4) against fn rows 6 fg .. 6 fg + 5 (24 chains) and the squares of row rg + 8 fg:
+// per 4 values, 100 FMAs for 11 shared loads (the warp's 8 rows and 4 fn rows one wavefront each,
+// rows 36 floats apart). The earlier version (a block of 128 rows, 2 rows x 6 fn rows a thread, a
+// whole chunk staged before its sums) issued 8 shared loads per 48 FMAs and waited out each
+// chunk's loads: ~2.1x its DRAM time at 65,536 rows (docs/perf.md). nmix <= 24 (up to 4 streams,
+// the model's; more take the small blocks).
+constexpr int kWideWarps = 8, kWideRows = 32 * kWideWarps;
+constexpr int kWideK = 32, kWideStages = 4, kWideLd = kWideK + 4;
+constexpr int kWideFnGroups = 4, kWideMix = 6, kWideMaxMix = kWideFnGroups * kWideMix;
+constexpr int kWideStageFloats = (kWideRows + kWideMaxMix) * kWideLd;
+constexpr size_t kWideSmem =
+    (static_cast<size_t>(kWideStages) * kWideStageFloats + kWideRows * (kWideMaxMix + 1)) *
+    sizeof(float);
+static_assert(kMixChunk % kWideK == 0, "whole stages a chunk");
+static_assert(kWideK == 32 && kWideMaxMix <= 32, "a stage: 8 pieces a row, 32 rows a pass");
 
-constexpr int kWideSmemCap = 227 * 1024;  // Hopper's shared memory per block
-
-// The staged rows, then the block's outputs of a chunk ([kWideRows][nmix + 1]).
-size_t mix_wide_smem(int nmix) {
-  return (static_cast<size_t>(kWideRows + nmix) * kWideLd +
-          static_cast<size_t>(kWideRows) * (nmix + 1)) *
-         sizeof(float);
-}
-
-// One task of hc_mix_wide_kernel: rows x and x + 64 rows of the staged chunk against fn rows
-// j0 .. j0 + 5 (fs), their partials into res (the rows' nmix + 1 slots each); kSquares: also the
-// rows' sums of squares (slot nmix). Every chain runs over k in order from zero.
-template <bool kSquares>
-__device__ __forceinline__ void wide_mix_task(const float* x, const float* fs, int nmix, int j0,
-                                              float* res) {
-  const int nj = nmix - j0 < kWideMix ? nmix - j0 : kWideMix;
-  const float* f[kWideMix];
-#pragma unroll
-  for (int u = 0; u < kWideMix; ++u) f[u] = fs + (u < nj ? j0 + u : j0) * kWideLd;
-  float acc[2][kWideMix], sq[2] = {0.f, 0.f};
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int u = 0; u < kWideMix; ++u) acc[i][u] = 0.f;
-  for (int k = 0; k < kMixChunk; k += 4) {
-    float4 xv[2], fv[kWideMix];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) xv[i] = *reinterpret_cast<const float4*>(x + i * 64 * kWideLd + k);
-#pragma unroll
-    for (int u = 0; u < kWideMix; ++u) fv[u] = *reinterpret_cast<const float4*>(f[u] + k);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-      for (int u = 0; u < kWideMix; ++u) {
-        acc[i][u] = fmaf(xv[i].x, fv[u].x, acc[i][u]);
-        acc[i][u] = fmaf(xv[i].y, fv[u].y, acc[i][u]);
-        acc[i][u] = fmaf(xv[i].z, fv[u].z, acc[i][u]);
-        acc[i][u] = fmaf(xv[i].w, fv[u].w, acc[i][u]);
-      }
-      if (kSquares) {
-        sq[i] = fmaf(xv[i].x, xv[i].x, sq[i]);
-        sq[i] = fmaf(xv[i].y, xv[i].y, sq[i]);
-        sq[i] = fmaf(xv[i].z, xv[i].z, sq[i]);
-        sq[i] = fmaf(xv[i].w, xv[i].w, sq[i]);
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-#pragma unroll
-    for (int u = 0; u < kWideMix; ++u)
-      if (u < nj) res[64 * i * (nmix + 1) + j0 + u] = acc[i][u];
-    if (kSquares) res[64 * i * (nmix + 1) + nmix] = sq[i];
-  }
-}
-
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(32 * kWideWarps, 1)
     hc_mix_wide_kernel(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
                        float* partial) {
   wait_for_prior_grid();
   extern __shared__ __align__(16) float sm[];
-  const int srcs = kWideRows + nmix;  // staged rows: x's, then fn's
   const int64_t r0 = int64_t{blockIdx.x} * kWideRows;
   const int rows = static_cast<int>(M - r0 < kWideRows ? M - r0 : kWideRows);
   const int64_t nchunks = (W + kMixChunk - 1) / kMixChunk;
-  auto src_row = [&](int r, int64_t c0) -> const float* {
-    return r < kWideRows ? (r < rows ? X + (r0 + r) * W + c0 : nullptr)
-                         : fn + (r - kWideRows) * W + c0;
-  };
+  const int64_t my_chunks = (nchunks - blockIdx.y + gridDim.y - 1) / gridDim.y;
+  constexpr int kSubs = kMixChunk / kWideK;
+  const int64_t stages_total = my_chunks * kSubs;
   const bool aligned = W % 4 == 0 && (reinterpret_cast<uintptr_t>(X) & 15) == 0 &&
                        (reinterpret_cast<uintptr_t>(fn) & 15) == 0;
-  // Chunk c into the buffer: by cp.async (zeros for absent rows) when whole and aligned, else
-  // by plain loads (a short last chunk, whose zeros past len keep the chains' length).
-  auto stage = [&](int64_t c) {
-    float* dst = sm;
-    const int64_t c0 = c * kMixChunk;
-    const int len = static_cast<int>(W - c0 < kMixChunk ? W - c0 : kMixChunk);
-    if (aligned && len == kMixChunk) {
-      constexpr int kPerRow = kMixChunk / 4;
-      for (int i = threadIdx.x; i < srcs * kPerRow; i += kThreads) {
-        const float* s = src_row(i / kPerRow, c0);
-        cp_async16(dst + (i / kPerRow) * kWideLd + (i % kPerRow) * 4,
-                   s ? static_cast<const void*>(s + (i % kPerRow) * 4) : fn, s != nullptr);
+  // Stage s (chunk blockIdx.y + (s / 4) gridDim.y, values 32 (s % 4) ..) into its ring slot:
+  // the block's rows, then fn's nmix rows; zeros for absent rows and past W. Aligned rows
+  // (W % 4 == 0: a 4-value piece is all in or all past W) by cp.async, a thread's pieces column
+  // 4 (tid % 8) of rows tid / 8 + 32 n; else by plain loads.
+  const int pc = 4 * (threadIdx.x & 7), pr = threadIdx.x >> 3;
+  auto stage = [&](int64_t s) {
+    float* dst = sm + (s % kWideStages) * kWideStageFloats;
+    const int64_t k0 = (blockIdx.y + (s / kSubs) * gridDim.y) * kMixChunk + (s % kSubs) * kWideK;
+    if (aligned) {
+      const int64_t k = k0 + pc;
+      const bool kin = k < W;
+#pragma unroll
+      for (int n = 0; n < kWideRows / 32; ++n) {
+        const int r = pr + 32 * n;
+        const bool ok = kin && r < rows;
+        cp_async16(dst + r * kWideLd + pc, ok ? static_cast<const void*>(X + (r0 + r) * W + k) : fn,
+                   ok);
+      }
+      if (pr < nmix) {
+        cp_async16(dst + (kWideRows + pr) * kWideLd + pc,
+                   kin ? static_cast<const void*>(fn + pr * W + k) : fn, kin);
       }
     } else {
-      for (int i = threadIdx.x; i < srcs * kMixChunk; i += kThreads) {
-        const int r = i / kMixChunk, k = i % kMixChunk;
-        const float* s = src_row(r, c0);
-        dst[r * kWideLd + k] = s && k < len ? __ldg(s + k) : 0.f;
+      for (int i = threadIdx.x; i < (kWideRows + nmix) * kWideK; i += blockDim.x) {
+        const int r = i / kWideK, k = i % kWideK;
+        const float* src = r >= kWideRows ? fn + (r - kWideRows) * W
+                           : r < rows     ? X + (r0 + r) * W
+                                          : nullptr;
+        dst[r * kWideLd + k] = src != nullptr && k0 + k < W ? __ldg(src + k0 + k) : 0.f;
       }
     }
-    cp_async_commit();
   };
-  const int64_t row_stride = nchunks * (nmix + 1);
-  const int mix_groups = (nmix + kWideMix - 1) / kWideMix, mix_tasks = 64 * mix_groups;
-  for (int64_t c = blockIdx.y; c < nchunks; c += gridDim.y) {
-    stage(c);
-    cp_async_wait<0>();
-    __syncthreads();                             // chunk c has landed (every thread's part)
-    const float* xs = sm;                        // [kWideRows][kWideLd]
-    const float* fs = xs + kWideRows * kWideLd;  // [nmix][kWideLd]
-    float* res = sm + srcs * kWideLd;            // [kWideRows][nmix + 1]
-    for (int t = threadIdx.x; t < mix_tasks; t += kThreads) {
-      const int g = t % 64, j0 = (t / 64) * kWideMix;
-      // The first fn group's tasks also sum their rows' squares (warp-uniform: a warp's tasks
-      // share j0).
-      if (j0 == 0)
-        wide_mix_task<true>(xs + g * kWideLd, fs, nmix, j0, res + g * (nmix + 1));
-      else
-        wide_mix_task<false>(xs + g * kWideLd, fs, nmix, j0, res + g * (nmix + 1));
-    }
-    __syncthreads();  // res is complete
-    const int per_row = nmix + 1;
-    for (int i = threadIdx.x; i < rows * per_row; i += kThreads)
-      partial[(r0 + i / per_row) * row_stride + c * per_row + i % per_row] = res[i];
-    __syncthreads();  // the rows and res are read out: the next chunk may overwrite them
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rg = lane & 7, fg = lane >> 3;
+  const int wrow = 32 * warp;    // the warp's first row in the block
+  const int j0 = kWideMix * fg;  // this lane's first fn row
+  const int nj = nmix - j0 < 0 ? 0 : (nmix - j0 < kWideMix ? nmix - j0 : kWideMix);
+  int frow[kWideMix];  // fn rows past nmix read row 0, unwritten
+#pragma unroll
+  for (int u = 0; u < kWideMix; ++u) frow[u] = kWideRows + (u < nj ? j0 + u : 0);
+  float acc[4][kWideMix], sq = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int u = 0; u < kWideMix; ++u) acc[i][u] = 0.f;
+  float* res = sm + kWideStages * kWideStageFloats + wrow * (nmix + 1);  // the warp's 32 rows
+  const int per_row = nmix + 1;
+  const int64_t row_stride = nchunks * per_row;
+
+#pragma unroll
+  for (int s = 0; s < kWideStages - 1; ++s) {
+    if (s < stages_total) stage(s);
+    cp_async_commit();
   }
+  for (int64_t s = 0; s < stages_total; ++s) {
+    cp_async_wait<kWideStages - 2>();
+    __syncthreads();  // stage s landed (every thread's part); slot s - 1 is read by all
+    if (s + kWideStages - 1 < stages_total) stage(s + kWideStages - 1);
+    cp_async_commit();
+    const float* xs = sm + (s % kWideStages) * kWideStageFloats;
+    const float* xr = xs + (wrow + rg) * kWideLd;
+    const float* xq = xs + (wrow + rg + 8 * fg) * kWideLd;  // the row this lane squares
+#pragma unroll
+    for (int k = 0; k < kWideK; k += 4) {
+      float4 xv[4], fv[kWideMix];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        xv[i] = *reinterpret_cast<const float4*>(xr + 8 * i * kWideLd + k);
+#pragma unroll
+      for (int u = 0; u < kWideMix; ++u)
+        fv[u] = *reinterpret_cast<const float4*>(xs + frow[u] * kWideLd + k);
+      const float4 q = *reinterpret_cast<const float4*>(xq + k);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int u = 0; u < kWideMix; ++u) {
+          acc[i][u] = fmaf(xv[i].x, fv[u].x, acc[i][u]);
+          acc[i][u] = fmaf(xv[i].y, fv[u].y, acc[i][u]);
+          acc[i][u] = fmaf(xv[i].z, fv[u].z, acc[i][u]);
+          acc[i][u] = fmaf(xv[i].w, fv[u].w, acc[i][u]);
+        }
+      sq = fmaf(q.x, q.x, sq);
+      sq = fmaf(q.y, q.y, sq);
+      sq = fmaf(q.z, q.z, sq);
+      sq = fmaf(q.w, q.w, sq);
+    }
+    if (s % kSubs == kSubs - 1) {
+      // The chunk's partials: through the warp's rows in shared memory, so that a row's nmix + 1
+      // leave as one contiguous run; then the chains start again from zero.
+      const int64_t c = blockIdx.y + (s / kSubs) * gridDim.y;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int u = 0; u < kWideMix; ++u) {
+          if (u < nj) res[(rg + 8 * i) * per_row + j0 + u] = acc[i][u];
+          acc[i][u] = 0.f;
+        }
+      res[(rg + 8 * fg) * per_row + nmix] = sq;
+      sq = 0.f;
+      __syncwarp();
+      const int wrows = rows - wrow < 32 ? rows - wrow : 32;
+      if (lane < per_row) {
+        float* dst = partial + (r0 + wrow) * row_stride + c * per_row + lane;
+        for (int r = 0; r < wrows; ++r) dst[r * row_stride] = res[r * per_row + lane];
+      }
+      __syncwarp();  // res is read out before the next chunk's partials
+    }
+  }
+  cp_async_wait<0>();
 }
 
 template <int kRows, int kRowsPerThread, int kMixPerThread>
@@ -293,21 +304,20 @@ cudaError_t launch_mix_partial(const float* X, int64_t M, int64_t W, const float
   if (chunks > 65535) return cudaErrorInvalidValue;
   *nchunks = static_cast<int>(chunks);
   // Up to a decode batch's rows: small blocks, so a few rows still spread over the device; so
-  // too where the wide kernel's buffer would not fit (hc > 11).
-  if (M <= 256 || mix_wide_smem(nmix) > static_cast<size_t>(kWideSmemCap))
+  // too past the wide kernel's fn rows (more than 4 streams).
+  if (M <= 256 || nmix > kWideMaxMix)
     return launch_mix_shape<16, 4, 1>(X, M, W, fn, nmix, partial, chunks, stream);
   const int64_t tiles = (M + kWideRows - 1) / kWideRows;
   if (tiles > INT_MAX) return cudaErrorInvalidValue;
   static const cudaError_t attr = cudaFuncSetAttribute(
-      hc_mix_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kWideSmemCap);
+      hc_mix_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWideSmem));
   if (attr != cudaSuccess) return attr;
-  // About two blocks per SM (two fit), each walking its share of the chunks: one block's rows
-  // stream in while the other sums.
-  const int64_t walkers =
-      std::max<int64_t>(1, std::min<int64_t>(chunks, 2 * std::max(sms, 1) / tiles));
+  // One block an SM: row tiles, each split over walkers of its chunks while tiles are fewer
+  // than SMs (one wave).
+  const int64_t walkers = std::max<int64_t>(1, std::min<int64_t>(chunks, std::max(sms, 1) / tiles));
   return launch_kernel(hc_mix_wide_kernel,
-                       dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(walkers)), kThreads,
-                       mix_wide_smem(nmix), stream, X, M, W, fn, nmix, partial);
+                       dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(walkers)),
+                       32 * kWideWarps, kWideSmem, stream, X, M, W, fn, nmix, partial);
 }
 
 }  // namespace deepinfer::cuda
