@@ -139,23 +139,26 @@ __global__ void __launch_bounds__(kThreads)
 
 // Prefill rows (hc_mix_partial_kernel's outputs, the same FMA chains: k in order from zero,
 // zeros past a short last chunk). A block of 256 rows (a warp's 32) walks chunks blockIdx.y,
-// blockIdx.y + gridDim.y, ..., each as four 32-value stages of a cp.async ring, the chains'
-// accumulators kept in registers across a chunk's stages. Lane (rg, fg) of a warp takes rows rg
-// + 8 i (i < 4) against fn rows 6 fg .. 6 fg + 5 (24 chains) and the squares of row rg + 8 fg:
-// per 4 values, 100 FMAs for 11 shared loads (the warp's 8 rows and 4 fn rows one wavefront each,
-// rows 36 floats apart). The earlier version (a block of 128 rows, 2 rows x 6 fn rows a thread, a
-// whole chunk staged before its sums) issued 8 shared loads per 48 FMAs and waited out each
-// chunk's loads: ~2.1x its DRAM time at 65,536 rows (docs/perf.md). nmix <= 24 (up to 4 streams,
-// the model's; more take the small blocks).
+// blockIdx.y + gridDim.y, ..., each as two 64-value stages, double-buffered by cp.async, the
+// chains' accumulators kept in registers across a chunk's stages. Lane (rg, fg) of a warp takes
+// rows rg + 8 i (i < 4) against fn rows 6 fg .. 6 fg + 5 (24 chains) and the squares of row
+// rg + 8 fg: per 4 values, 100 FMAs for 11 shared loads (the warp's 8 rows and 4 fn rows one
+// wavefront each, rows 68 floats apart). The earlier version (a block of 128 rows, 2 rows x 6 fn
+// rows a thread, a whole chunk staged before its sums) issued 8 shared loads per 48 FMAs and
+// waited out each chunk's loads: ~2.1x its DRAM time at 65,536 rows. 64-value stages two deep
+// beat 32-value stages four deep (rows read 256 contiguous bytes at a time; 1.21 -> 1.14 ms at
+// 32,768 rows, H100), and a next-chunk L2 prefetch made either slower (docs/perf.md). nmix <= 24
+// (up to 4 streams, the model's); more take the small blocks.
 constexpr int kWideWarps = 8, kWideRows = 32 * kWideWarps;
-constexpr int kWideK = 32, kWideStages = 4, kWideLd = kWideK + 4;
+constexpr int kWideK = 64, kWideStages = 2, kWideLd = kWideK + 4;
 constexpr int kWideFnGroups = 4, kWideMix = 6, kWideMaxMix = kWideFnGroups * kWideMix;
 constexpr int kWideStageFloats = (kWideRows + kWideMaxMix) * kWideLd;
 constexpr size_t kWideSmem =
     (static_cast<size_t>(kWideStages) * kWideStageFloats + kWideRows * (kWideMaxMix + 1)) *
     sizeof(float);
 static_assert(kMixChunk % kWideK == 0, "whole stages a chunk");
-static_assert(kWideK == 32 && kWideMaxMix <= 32, "a stage: 8 pieces a row, 32 rows a pass");
+constexpr int kWidePieces = kWideK / 4, kWidePass = 32 * kWideWarps / kWidePieces;
+static_assert(kWideRows % kWidePass == 0, "whole passes of the block's rows");
 
 __global__ void __launch_bounds__(32 * kWideWarps, 1)
     hc_mix_wide_kernel(const float* X, int64_t M, int64_t W, const float* fn, int nmix,
@@ -173,8 +176,8 @@ __global__ void __launch_bounds__(32 * kWideWarps, 1)
   // Stage s (chunk blockIdx.y + (s / 4) gridDim.y, values 32 (s % 4) ..) into its ring slot:
   // the block's rows, then fn's nmix rows; zeros for absent rows and past W. Aligned rows
   // (W % 4 == 0: a 4-value piece is all in or all past W) by cp.async, a thread's pieces column
-  // 4 (tid % 8) of rows tid / 8 + 32 n; else by plain loads.
-  const int pc = 4 * (threadIdx.x & 7), pr = threadIdx.x >> 3;
+  // 4 (tid % 16) of rows tid / 16 + 16 n; else by plain loads.
+  const int pc = 4 * (threadIdx.x % kWidePieces), pr = threadIdx.x / kWidePieces;
   auto stage = [&](int64_t s) {
     float* dst = sm + (s % kWideStages) * kWideStageFloats;
     const int64_t k0 = (blockIdx.y + (s / kSubs) * gridDim.y) * kMixChunk + (s % kSubs) * kWideK;
@@ -182,15 +185,18 @@ __global__ void __launch_bounds__(32 * kWideWarps, 1)
       const int64_t k = k0 + pc;
       const bool kin = k < W;
 #pragma unroll
-      for (int n = 0; n < kWideRows / 32; ++n) {
-        const int r = pr + 32 * n;
+      for (int n = 0; n < kWideRows / kWidePass; ++n) {
+        const int r = pr + kWidePass * n;
         const bool ok = kin && r < rows;
         cp_async16(dst + r * kWideLd + pc, ok ? static_cast<const void*>(X + (r0 + r) * W + k) : fn,
                    ok);
       }
-      if (pr < nmix) {
-        cp_async16(dst + (kWideRows + pr) * kWideLd + pc,
-                   kin ? static_cast<const void*>(fn + pr * W + k) : fn, kin);
+#pragma unroll
+      for (int n = 0; n < (kWideMaxMix + kWidePass - 1) / kWidePass; ++n) {
+        const int j = pr + kWidePass * n;
+        if (j < nmix)
+          cp_async16(dst + (kWideRows + j) * kWideLd + pc,
+                     kin ? static_cast<const void*>(fn + j * W + k) : fn, kin);
       }
     } else {
       for (int i = threadIdx.x; i < (kWideRows + nmix) * kWideK; i += blockDim.x) {
