@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(32 * kWideWarps, 1)
   const int64_t stages_total = my_chunks * kSubs;
   const bool aligned = W % 4 == 0 && (reinterpret_cast<uintptr_t>(X) & 15) == 0 &&
                        (reinterpret_cast<uintptr_t>(fn) & 15) == 0;
-  // Stage s (chunk blockIdx.y + (s / 4) gridDim.y, values 32 (s % 4) ..) into its ring slot:
+  // Stage s (chunk blockIdx.y + (s / kSubs) gridDim.y, values kWideK (s % kSubs) ..) into its slot:
   // the block's rows, then fn's nmix rows; zeros for absent rows and past W. Aligned rows
   // (W % 4 == 0: a 4-value piece is all in or all past W) by cp.async, a thread's pieces column
   // 4 (tid % 16) of rows tid / 16 + 16 n; else by plain loads.
