@@ -5,16 +5,21 @@
 # with batch <= 128 at 64k context (fp32 state); batch 256 runs with 7 (4k and 64k). JSON goes
 # to $RESULTS. FLAGS adds bench flags to every case and TAG names its JSON files apart (e.g.
 # FLAGS=--mxfp4-experts TAG=_mxfp4: the routed experts as a V4 checkpoint holds them).
-# Usage: B=build-gpu/src/api/deepinfer RESULTS=/tmp/out [FLAGS=...] [TAG=...] bash bench/h200_full.sh
+# CASES=headline runs only the cases the targets read (decode at 4k context, prefill 4096
+# and 65,536 tokens), for calls short of device time.
+# Usage: B=build-gpu/src/api/deepinfer RESULTS=/tmp/out [FLAGS=...] [TAG=...] [CASES=headline] \
+#          bash bench/h200_full.sh
 set -uo pipefail
 B=${B:-build/src/api/deepinfer}
 RESULTS=${RESULTS:-bench/results}
 STEP_LIMIT=${STEP_LIMIT:-200}  # seconds per command
 mkdir -p "$RESULTS"
 P=(--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790 ${FLAGS:-})
+HEADLINE=" 9l_ctx4k_decode 9l_prefill4k 4l_prefill64k "
 run() {
   local name=$1
   shift
+  [[ ${CASES:-all} == headline && $HEADLINE != *" $name "* ]] && return
   echo "== $name: $*"
   timeout "$STEP_LIMIT" "$B" bench "${P[@]}" "$@" --json-out "$RESULTS/h200_v4flash_$name${TAG:-}.json" 2>&1 |
     grep -vE "^  model|^peaks"
