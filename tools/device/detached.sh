@@ -6,12 +6,12 @@
 # packs DETACHED_DIR into $OUT/detached.tgz. Call again (while the machine is warm) to keep
 # waiting; a fresh machine starts CMD again. Usage:
 #   OUT=$OUT bash tools/device/detached.sh WAIT_S CMD...
-# e.g. OUT=$OUT bash tools/device/detached.sh 540 bash .scratch/pipeline.sh
+# e.g. OUT=$OUT bash tools/device/detached.sh 540 env BENCH_CMDS='...' bash tools/device/gpu_session.sh
 set -uo pipefail
 WAIT_S=${1:?usage: detached.sh WAIT_S CMD...}
 shift
 export DETACHED_DIR=${DETACHED_DIR:-/tmp/detached}
-OUT=${OUT:-$DETACHED_DIR/out}
+OUT=${OUT:-$DETACHED_DIR.out}  # not inside the directory it packs
 mkdir -p "$DETACHED_DIR" "$OUT"
 if [[ ! -f $DETACHED_DIR/started ]]; then
   (($# > 0)) || { echo "detached.sh: no command to start" >&2; exit 2; }
