@@ -16,8 +16,8 @@ TEST(StateMemory, LayoutFromConfigCountsEveryLayer) {
   c.layer_types = {AttnType::kSliding, AttnType::kCSA, AttnType::kHCA};
   const StateLayout l = StateLayout::for_model(c, 4, 32);
   EXPECT_EQ(l.page_tokens, 32);
-  // Rings: 3 layers x 2 * 4 rows (ring_capacity) x 8 x 4 B; CSA pending 2 series x (kv+gate) + carry (kv+gate);
-  // indexer 3 x (kv+gate) at width 4; HCA pending kv+gate.
+  // Rings: 3 layers x 2 * 4 rows (ring_capacity) x 8 x 4 B; CSA pending 2 series x (kv+gate) +
+  // carry (kv+gate); indexer 3 x (kv+gate) at width 4; HCA pending kv+gate.
   const int64_t rings = 3 * 8 * 8 * 4;
   const int64_t csa = 4 * 8 * 4 * 2 * 2 + 4 * 8 * 4 * 2 + 4 * 4 * 4 * 2 * 3;
   const int64_t hca = 16 * 8 * 4 * 2;

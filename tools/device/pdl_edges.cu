@@ -11,13 +11,13 @@
 #include <map>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      std::printf("%s failed: %s\n", #x, cudaGetErrorString(e_));               \
-      return 1;                                                                 \
-    }                                                                           \
+#define CK(x)                                                     \
+  do {                                                            \
+    cudaError_t e_ = (x);                                         \
+    if (e_ != cudaSuccess) {                                      \
+      std::printf("%s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      return 1;                                                   \
+    }                                                             \
   } while (0)
 
 __global__ void k_short(int* out) {
@@ -70,7 +70,7 @@ int main() {
   CK(cudaEventRecord(fork, main_s));
   CK(cudaStreamWaitEvent(side_s, fork, 0));
   CK(launch_pdl(k_slow_flag, side_s, static_cast<volatile int*>(flag)));  // k2
-  CK(launch_pdl(k_short, main_s, counter));                              // k3
+  CK(launch_pdl(k_short, main_s, counter));                               // k3
   CK(cudaEventRecord(join, side_s));
   CK(cudaStreamWaitEvent(main_s, join, 0));
   CK(launch_pdl(k_reader, main_s, static_cast<volatile int*>(flag), seen));  // k4
@@ -115,9 +115,10 @@ int main() {
     CK(cudaStreamSynchronize(main_s));
     int h[2];
     CK(cudaMemcpy(h, seen, 8, cudaMemcpyDeviceToHost));
-    std::printf("replay %d: k4 read k2's flag %d before its wait, %d after (0 before: k4 ran "
-                "beside k2, the joined edge is programmatic)\n",
-                rep, h[0], h[1]);
+    std::printf(
+        "replay %d: k4 read k2's flag %d before its wait, %d after (0 before: k4 ran "
+        "beside k2, the joined edge is programmatic)\n",
+        rep, h[0], h[1]);
   }
   return 0;
 }
