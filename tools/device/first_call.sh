@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A session's first GPU call in one go, for machines lent rarely: build (gpu_session.sh), the mHC
+# op tests, then on an H200 issue 6's whole set (bench/h200_full.sh) in bf16 and with
+# MXFP4-resident experts plus a by-kernel trace of the 65,536-token step, on an H100 the small
+# A/B set (small_ab.sh, bf16 and MXFP4), and last the whole cuda_tests. Each stage's line goes to
+# $O/summary.txt as it ends; on the H100 it took 66 s with the build cached, so it fits one call,
+# and under detached.sh a slower machine's run goes on past the call:
+#   OUT=$OUT bash tools/device/detached.sh 560 bash tools/device/first_call.sh
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+O=${DETACHED_DIR:-${OUT:-/tmp/first_call}}
+mkdir -p "$O/res"
+T0=$(date +%s)
+t() { echo "t=$(($(date +%s) - T0))s $*" | tee -a "$O/summary.txt"; }
+passed() { grep -E '^\[  (PASSED|FAILED) ' "$1" | tr '\n' ' '; }
+SKIP_TESTS=1 EXTRA_TARGETS="cuda_tests" OUT=$O/gs bash tools/device/gpu_session.sh >/dev/null 2>&1
+tail -3 "$O/gs/summary.txt" >>"$O/summary.txt"
+t "build: $(tail -2 "$O/gs/summary.txt" | head -1)"
+[[ -d /tmp/devx ]] && export LD_LIBRARY_PATH=/tmp/devx/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export DEEPINFER_SOURCE_DIR=$ROOT
+timeout 120 build-gpu/tests/cuda/cuda_tests --gtest_filter='Ops.Hc*' >"$O/hc.log" 2>&1
+t "Ops.Hc* rc=$? $(passed "$O/hc.log")"
+B=build-gpu/src/api/deepinfer
+P="--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790"
+KEEP='^  model|^peaks|^mode|^prefill:|^decode:|^routed'
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  STEP_LIMIT=90 B=$B RESULTS=$O/res bash bench/h200_full.sh >"$O/bench_bf16.log" 2>&1
+  grep -vE "$KEEP" "$O/bench_bf16.log" >>"$O/summary.txt"
+  t "bf16 set done"
+  STEP_LIMIT=90 FLAGS=--mxfp4-experts TAG=_mxfp4 B=$B RESULTS=$O/res bash bench/h200_full.sh \
+    >"$O/bench_mxfp4.log" 2>&1
+  grep -vE "$KEEP" "$O/bench_mxfp4.log" >>"$O/summary.txt"
+  t "mxfp4 set done"
+  OUT=$O/t64 SUMMARY_ARGS="--window-ms 480 --by-kernel" timeout 200 bash tools/device/cuda_trace.sh \
+    $B bench $P --num-layers 4 --mode prefill --prefill-batch-size 65536 --warmup-steps 1 \
+    --num-steps 1 >"$O/t64.log" 2>&1
+  rm -f "$O/t64/trace.csv"
+  t "trace done"
+else
+  OUT=$O/ab timeout 300 bash tools/device/small_ab.sh "" --mxfp4-experts >"$O/small_ab.log" 2>&1
+  grep -vE '^  model|^peaks' "$O/small_ab.log" >>"$O/summary.txt"
+  t "small_ab done"
+fi
+timeout 240 build-gpu/tests/cuda/cuda_tests --gtest_brief=1 >"$O/cuda_tests.log" 2>&1
+t "cuda_tests rc=$? $(passed "$O/cuda_tests.log")"
+grep '\[cuda-golden\]' "$O/cuda_tests.log" | grep "rel L2" | sort -u | tee -a "$O/summary.txt"
+grep -hE "Failure|FAILED" "$O"/*.log | head -20
+t "DONE"
