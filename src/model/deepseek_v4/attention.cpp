@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/env.h"
 #include "model/deepseek_v4/blocks.h"
 
 namespace deepinfer::deepseek_v4 {
@@ -121,9 +122,15 @@ struct SegmentWork {
 // 64 25.36 -> 25.40-25.59 (docs/perf.md), so larger steps keep one branch.
 constexpr int64_t kSplitKeyChainMaxRows = 8;
 
-// Query rows per indexer call of a long segment: each chunk scores only the entries its last
-// row may see (a prompt's early rows see few), which halves a long prefill's indexer GEMMs.
-constexpr int64_t kIndexerChunkRows = 256;
+// Query rows per indexer call of a long segment (DEEPINFER_INDEXER_CHUNK_ROWS): each chunk scores
+// only the entries its last row may see (a prompt's early rows see few), which halves a long
+// prefill's indexer GEMMs.
+int64_t indexer_chunk_rows() {
+  const int64_t rows = env::get_int("DEEPINFER_INDEXER_CHUNK_ROWS");
+  if (rows < 1)
+    fail(ErrorCode::kInvalidArgument, "DEEPINFER_INDEXER_CHUNK_ROWS={} is not >= 1", rows);
+  return rows;
+}
 
 // First pass, per segment: ring update and compressor updates, their row copies queued on
 // `copies` where they fit (every decode token), the rest run directly.
@@ -201,8 +208,9 @@ void select_keys(Backend& b, const ModelConfig& c, const ModelWeights& weights, 
         // Chunks of rows, each against the entries its last row may see, each its own
         // attention segment (rows [a, b) of the segment see window rows [0, P + b)).
         const int64_t P = work.win.dim(0) - S;
-        for (int64_t a = 0; a < S; a += kIndexerChunkRows) {
-          const int64_t e = std::min(S, a + kIndexerChunkRows);
+        const int64_t chunk = indexer_chunk_rows();
+        for (int64_t a = 0; a < S; a += chunk) {
+          const int64_t e = std::min(S, a + chunk);
           const int64_t Ec = std::min<int64_t>(E, (in.positions[r0 + e - 1] + 1) / m);
           Backend::AttentionSegment part{r0 + a, e - a, work.win.slice_rows(0, P + e), {}, {}, {}};
           if (Ec > 0) {

@@ -1,0 +1,97 @@
+// DEEPINFER_INDEXER_CHUNK_ROWS only regroups a long CSA segment's lightning-indexer calls (and
+// its attention parts): every row scores the entries it may see and takes their top-k alone, so
+// a prompt's logits agree at any chunk size (to fp32 rounding on the CPU, whose attention splits
+// heads over threads for parts of a few rows: BLAS calls of other shapes; a picked entry the row
+// may not see, a row scored against the wrong entries, would be off by far more); a size below 1
+// is an error that names the variable.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "model/deepseek_v4/model.h"
+
+using namespace deepinfer;
+
+namespace {
+
+const std::string kModel = std::string(DEEPINFER_SOURCE_DIR) + "/models/deepseek-v4-tiny-en";
+
+class IndexerChunks : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    backend_ = make_cpu_backend().release();
+    model_ = deepseek_v4::Model::load(kModel, *backend_).release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete backend_;
+  }
+  void TearDown() override { unsetenv("DEEPINFER_INDEXER_CHUNK_ROWS"); }
+
+  // Logits of every row of one prompt fed in one call, with the chunk size set (or the default).
+  static Tensor logits(const std::vector<int32_t>& ids, const char* chunk_rows) {
+    if (chunk_rows)
+      setenv("DEEPINFER_INDEXER_CHUNK_ROWS", chunk_rows, 1);
+    else
+      unsetenv("DEEPINFER_INDEXER_CHUNK_ROWS");
+    deepseek_v4::SequenceState state = model_->new_state();
+    return model_->forward(ids, state);
+  }
+  static Backend* backend_;
+  static deepseek_v4::Model* model_;
+};
+Backend* IndexerChunks::backend_ = nullptr;
+deepseek_v4::Model* IndexerChunks::model_ = nullptr;
+
+TEST_F(IndexerChunks, LogitsAgreeAtEveryChunkSize) {
+  const ModelConfig& c = model_->config();
+  // 600 rows: 150 CSA entries against index_topk 32, so the indexer chooses; the default 256
+  // rows a call makes three calls, 1 makes 600 (the first rows' calls see no entries at all),
+  // 599 leaves the last row a call of its own.
+  ASSERT_EQ(c.compress_rate_csa, 4);
+  ASSERT_LT(c.index_topk, 600 / 4);
+  std::mt19937 rng(5);
+  std::vector<int32_t> ids(600);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % c.vocab_size);
+  const Tensor want = logits(ids, nullptr);
+  ASSERT_EQ(want.dim(0), 600);
+  const int64_t V = want.dim(1);
+  for (const char* rows : {"1", "37", "256", "599", "100000"}) {
+    const Tensor got = logits(ids, rows);
+    ASSERT_EQ(got.numel(), want.numel()) << rows;
+    for (int64_t r = 0; r < 600; ++r) {
+      const float* g = got.data_as<float>() + r * V;
+      const float* w = want.data_as<float>() + r * V;
+      double d2 = 0, n2 = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        d2 += (double(g[v]) - w[v]) * (double(g[v]) - w[v]);
+        n2 += double(w[v]) * w[v];
+      }
+      ASSERT_LE(std::sqrt(d2 / n2), 1e-5)
+          << "row " << r << ", DEEPINFER_INDEXER_CHUNK_ROWS=" << rows;
+    }
+  }
+}
+
+TEST_F(IndexerChunks, ASizeBelowOneIsAnErrorNamingTheVariable) {
+  std::vector<int32_t> ids(40, 3);
+  for (const char* rows : {"0", "-5"}) {
+    try {
+      logits(ids, rows);
+      ADD_FAILURE() << "no error for DEEPINFER_INDEXER_CHUNK_ROWS=" << rows;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("DEEPINFER_INDEXER_CHUNK_ROWS"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+}  // namespace
