@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/bundled_model.h"
 #include "core/status.h"
 #include "model/deepseek_v4/model.h"
 
@@ -22,18 +22,8 @@ using namespace deepinfer;
 
 namespace {
 
-const std::string kModel = std::string(DEEPINFER_SOURCE_DIR) + "/models/deepseek-v4-tiny-en";
-
-class IndexerChunks : public ::testing::Test {
+class IndexerChunks : public testing_model::BundledModelTest {
  protected:
-  static void SetUpTestSuite() {
-    backend_ = make_cpu_backend().release();
-    model_ = deepseek_v4::Model::load(kModel, *backend_).release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete backend_;
-  }
   void TearDown() override { unsetenv("DEEPINFER_INDEXER_CHUNK_ROWS"); }
 
   // Logits of every row of one prompt fed in one call, with the chunk size set (or the default).
@@ -45,11 +35,7 @@ class IndexerChunks : public ::testing::Test {
     deepseek_v4::SequenceState state = model_->new_state();
     return model_->forward(ids, state);
   }
-  static Backend* backend_;
-  static deepseek_v4::Model* model_;
 };
-Backend* IndexerChunks::backend_ = nullptr;
-deepseek_v4::Model* IndexerChunks::model_ = nullptr;
 
 TEST_F(IndexerChunks, LogitsAgreeAtEveryChunkSize) {
   const ModelConfig& c = model_->config();

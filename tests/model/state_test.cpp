@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "common/bundled_model.h"
 #include "model/deepseek_v4/model.h"
 
 using namespace deepinfer;
@@ -19,8 +20,6 @@ using deepseek_v4::CompressorState;
 using deepseek_v4::SequenceState;
 
 namespace {
-
-const std::string kModel = std::string(DEEPINFER_SOURCE_DIR) + "/models/deepseek-v4-tiny-en";
 
 std::vector<int64_t> shape(const Tensor& t) {
   std::vector<int64_t> s;
@@ -77,21 +76,7 @@ bool all_finite(const Tensor& t) {
   return true;
 }
 
-class SyntheticState : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    backend_ = make_cpu_backend().release();
-    model_ = deepseek_v4::Model::load(kModel, *backend_).release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete backend_;
-  }
-  static Backend* backend_;
-  static deepseek_v4::Model* model_;
-};
-Backend* SyntheticState::backend_ = nullptr;
-deepseek_v4::Model* SyntheticState::model_ = nullptr;
+class SyntheticState : public testing_model::BundledModelTest {};
 
 TEST_F(SyntheticState, HasTheLayoutOfARealPrefill) {
   const ModelConfig& c = model_->config();
