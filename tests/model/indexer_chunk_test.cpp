@@ -6,7 +6,6 @@
 // is an error that names the variable.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>

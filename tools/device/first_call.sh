@@ -23,14 +23,15 @@ timeout 120 build-gpu/tests/cuda/cuda_tests --gtest_filter='Ops.Hc*' >"$O/hc.log
 t "Ops.Hc* rc=$? $(passed "$O/hc.log")"
 B=build-gpu/src/api/deepinfer
 P="--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790"
-KEEP='^  model|^peaks|^mode|^prefill:|^decode:|^routed'
+# the bench's header lines, left out of the summary
+HEADERS='^  model|^peaks|^mode|^prefill:|^decode:|^routed'
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   STEP_LIMIT=90 B=$B RESULTS=$O/res bash bench/h200_full.sh >"$O/bench_bf16.log" 2>&1
-  grep -vE "$KEEP" "$O/bench_bf16.log" >>"$O/summary.txt"
+  grep -vE "$HEADERS" "$O/bench_bf16.log" >>"$O/summary.txt"
   t "bf16 set done"
   STEP_LIMIT=90 FLAGS=--mxfp4-experts TAG=_mxfp4 B=$B RESULTS=$O/res bash bench/h200_full.sh \
     >"$O/bench_mxfp4.log" 2>&1
-  grep -vE "$KEEP" "$O/bench_mxfp4.log" >>"$O/summary.txt"
+  grep -vE "$HEADERS" "$O/bench_mxfp4.log" >>"$O/summary.txt"
   t "mxfp4 set done"
   OUT=$O/t64 SUMMARY_ARGS="--window-ms 480 --by-kernel" timeout 200 bash tools/device/cuda_trace.sh \
     $B bench $P --num-layers 4 --mode prefill --prefill-batch-size 65536 --warmup-steps 1 \
