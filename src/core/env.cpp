@@ -123,11 +123,12 @@ constexpr VarSpec kVars[] = {
      "splits K into segments (summed in a fixed order, so rows stay batch invariant) to fill "
      "about this many; 0 never splits. For tuning on other GPUs (792 = one wave of one-row "
      "blocks on a 132-SM H200)."},
-    {"DEEPINFER_INDEXER_CHUNK_ROWS", VarType::kInt, "256",
+    {"DEEPINFER_INDEXER_CHUNK_ROWS", VarType::kInt, "1024",
      "Model: query rows per lightning-indexer call of a long CSA prefill segment (at least 1). "
      "Each call scores its rows against the entries its last row may see, into [rows, entries] "
-     "fp32 scores, then takes their top-k; every row's picks are the same at any size. Larger "
-     "calls fill the GPU's waves better and launch less, for more score memory. For tuning."},
+     "fp32 scores (64 MiB at 64k tokens of context), then takes their top-k; every row's picks "
+     "are the same at any size. Larger calls fill the GPU's waves better and launch less, for "
+     "more score memory. For tuning."},
     {"DEEPINFER_DISABLE_SYNC_GUARD", VarType::kBool, "0",
      "CUDA backend: allow host-device synchronisation inside a model forward. By default anything "
      "that would make the host wait for the GPU there (a download, a host-side plan) is a loud "

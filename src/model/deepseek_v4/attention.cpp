@@ -124,7 +124,8 @@ constexpr int64_t kSplitKeyChainMaxRows = 8;
 
 // Query rows per indexer call of a long segment (DEEPINFER_INDEXER_CHUNK_ROWS): each chunk scores
 // only the entries its last row may see (a prompt's early rows see few), which halves a long
-// prefill's indexer GEMMs.
+// prefill's indexer GEMMs. The default 1024 took an H100's 65,536-token step 1-2% under 256's
+// (fuller waves, fewer launches and top-ks; docs/perf.md).
 int64_t indexer_chunk_rows() {
   const int64_t rows = env::get_int("DEEPINFER_INDEXER_CHUNK_ROWS");
   if (rows < 1)
