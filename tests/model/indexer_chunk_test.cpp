@@ -39,8 +39,8 @@ class IndexerChunks : public testing_model::BundledModelTest {
 TEST_F(IndexerChunks, LogitsAgreeAtEveryChunkSize) {
   const ModelConfig& c = model_->config();
   // 600 rows: 150 CSA entries against index_topk 32, so the indexer chooses; the default 1024
-  // rows a call makes one call, 256 three, 1 makes 600 (the first rows' calls see no entries at all),
-  // 599 leaves the last row a call of its own.
+  // rows a call makes one call, 256 three, 1 makes 600 (the first rows' calls see no entries at
+  // all), 599 leaves the last row a call of its own.
   ASSERT_EQ(c.compress_rate_csa, 4);
   ASSERT_LT(c.index_topk, 600 / 4);
   std::mt19937 rng(5);
