@@ -6,7 +6,7 @@
 # to $RESULTS. FLAGS adds bench flags to every case and TAG names its JSON files apart (e.g.
 # FLAGS=--mxfp4-experts TAG=_mxfp4: the routed experts as a V4 checkpoint holds them).
 # CASES=headline runs only the cases the targets read (decode at 4k context, prefill 4096
-# and 65,536 tokens), for calls short of device time.
+# and 65,536 tokens), for calls short of device time; CASES=rest the others.
 # Usage: B=build-gpu/src/api/deepinfer RESULTS=/tmp/out [FLAGS=...] [TAG=...] [CASES=headline] \
 #          bash bench/h200_full.sh
 set -uo pipefail
@@ -20,6 +20,7 @@ run() {
   local name=$1
   shift
   [[ ${CASES:-all} == headline && $HEADLINE != *" $name "* ]] && return
+  [[ ${CASES:-all} == rest && $HEADLINE == *" $name "* ]] && return
   echo "== $name: $*"
   timeout "$STEP_LIMIT" "$B" bench "${P[@]}" "$@" --json-out "$RESULTS/h200_v4flash_$name${TAG:-}.json" 2>&1 |
     grep -vE "^  model|^peaks"
