@@ -124,11 +124,11 @@ constexpr VarSpec kVars[] = {
      "about this many; 0 never splits. For tuning on other GPUs (792 = one wave of one-row "
      "blocks on a 132-SM H200)."},
     {"DEEPINFER_INDEXER_CHUNK_ROWS", VarType::kInt, "1024",
-     "Model: query rows per lightning-indexer call of a long CSA prefill segment (at least 1). "
-     "Each call scores its rows against the entries its last row may see, into [rows, entries] "
-     "fp32 scores (64 MiB at 64k tokens of context), then takes their top-k; every row's picks "
-     "are the same at any size. Larger calls fill the GPU's waves better and launch less, for "
-     "more score memory. For tuning."},
+     "Model: query rows per lightning-indexer call of a long CSA prefill segment (at least 1), "
+     "fewer where a call's [rows, entries] fp32 scores would pass 256 MiB (256 rows at 1M tokens "
+     "of context). Each call scores its rows against the entries its last row may see, then "
+     "takes their top-k; every row's picks are the same at any size. Larger calls fill the "
+     "GPU's waves better and launch less, for more score memory. For tuning."},
     {"DEEPINFER_DISABLE_SYNC_GUARD", VarType::kBool, "0",
      "CUDA backend: allow host-device synchronisation inside a model forward. By default anything "
      "that would make the host wait for the GPU there (a download, a host-side plan) is a loud "

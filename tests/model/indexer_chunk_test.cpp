@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "common/bundled_model.h"
 #include "core/status.h"
+#include "model/deepseek_v4/blocks.h"
 #include "model/deepseek_v4/model.h"
 
 using namespace deepinfer;
@@ -77,6 +78,25 @@ TEST_F(IndexerChunks, ASizeBelowOneIsAnErrorNamingTheVariable) {
           << e.what();
     }
   }
+}
+
+// The rows a call takes: the variable's, fewer where the call's fp32 scores would pass 256 MiB.
+TEST_F(IndexerChunks, ScoreMemoryCapsTheRowsACallTakes) {
+  using deepseek_v4::indexer_chunk_rows;
+  unsetenv("DEEPINFER_INDEXER_CHUNK_ROWS");
+  EXPECT_EQ(indexer_chunk_rows(0), 1024);
+  EXPECT_EQ(indexer_chunk_rows(150), 1024);
+  EXPECT_EQ(indexer_chunk_rows(16384), 1024);  // 64k tokens of context: 64 MiB
+  EXPECT_EQ(indexer_chunk_rows(65536), 1024);  // 256k: exactly 256 MiB
+  EXPECT_EQ(indexer_chunk_rows(65537), 1023);
+  EXPECT_EQ(indexer_chunk_rows(262144), 256);          // 1M
+  EXPECT_EQ(indexer_chunk_rows(int64_t{1} << 27), 1);  // never below one row
+  setenv("DEEPINFER_INDEXER_CHUNK_ROWS", "7", 1);
+  EXPECT_EQ(indexer_chunk_rows(262144), 7);
+  setenv("DEEPINFER_INDEXER_CHUNK_ROWS", "100000", 1);
+  EXPECT_EQ(indexer_chunk_rows(16384), 4096);
+  EXPECT_LE(indexer_chunk_rows(16384) * 16384 * int64_t{sizeof(float)},
+            deepseek_v4::kIndexerScoreBytes);
 }
 
 }  // namespace

@@ -17,6 +17,15 @@ const StepInputs::RateRows& StepInputs::rate(int m) const {
   fail(ErrorCode::kInternal, "no per-row inputs for compress rate {}", m);
 }
 
+int64_t indexer_chunk_rows(int64_t entries) {
+  const int64_t rows = env::get_int("DEEPINFER_INDEXER_CHUNK_ROWS");
+  if (rows < 1)
+    fail(ErrorCode::kInvalidArgument, "DEEPINFER_INDEXER_CHUNK_ROWS={} is not >= 1", rows);
+  if (entries <= 0) return rows;
+  const int64_t fit = kIndexerScoreBytes / (entries * int64_t{sizeof(float)});
+  return std::clamp<int64_t>(fit, 1, rows);
+}
+
 namespace {
 
 // The window keys of a segment: the ring's rows followed by the new K=V rows ([P + S, hd],
@@ -122,17 +131,6 @@ struct SegmentWork {
 // 64 25.36 -> 25.40-25.59 (docs/perf.md), so larger steps keep one branch.
 constexpr int64_t kSplitKeyChainMaxRows = 8;
 
-// Query rows per indexer call of a long segment (DEEPINFER_INDEXER_CHUNK_ROWS): each chunk scores
-// only the entries its last row may see (a prompt's early rows see few), which halves a long
-// prefill's indexer GEMMs. The default 1024 took an H100's 65,536-token step 1-2% under 256's
-// (fuller waves, fewer launches and top-ks; docs/perf.md).
-int64_t indexer_chunk_rows() {
-  const int64_t rows = env::get_int("DEEPINFER_INDEXER_CHUNK_ROWS");
-  if (rows < 1)
-    fail(ErrorCode::kInvalidArgument, "DEEPINFER_INDEXER_CHUNK_ROWS={} is not >= 1", rows);
-  return rows;
-}
-
 // First pass, per segment: ring update and compressor updates, their row copies queued on
 // `copies` where they fit (every decode token), the rest run directly.
 void stage_segment(Backend& b, const ModelConfig& c, const ModelWeights& weights, int layer,
@@ -209,7 +207,7 @@ void select_keys(Backend& b, const ModelConfig& c, const ModelWeights& weights, 
         // Chunks of rows, each against the entries its last row may see, each its own
         // attention segment (rows [a, b) of the segment see window rows [0, P + b)).
         const int64_t P = work.win.dim(0) - S;
-        const int64_t chunk = indexer_chunk_rows();
+        const int64_t chunk = indexer_chunk_rows(E);
         for (int64_t a = 0; a < S; a += chunk) {
           const int64_t e = std::min(S, a + chunk);
           const int64_t Ec = std::min<int64_t>(E, (in.positions[r0 + e - 1] + 1) / m);

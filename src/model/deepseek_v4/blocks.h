@@ -67,6 +67,16 @@ std::vector<Tensor> project_fused(Backend& b, const TensorView& x, const Tensor&
 // Uploads host int32 values into a new device tensor of shape [n].
 Tensor upload_i32(Backend& backend, const std::vector<int32_t>& values);
 
+// Query rows per lightning-indexer call of a long CSA prefill segment whose rows see up to
+// `entries` compressed entries: DEEPINFER_INDEXER_CHUNK_ROWS (a size below 1 is an error naming
+// it), fewer where a call's [rows, entries] fp32 scores would pass kIndexerScoreBytes, at least
+// one. Each call scores only the entries its last row may see (a prompt's early rows see few),
+// which halves a long prefill's indexer GEMMs; the default 1024 took an H100's 65,536-token step
+// 1-2% under 256's (fuller waves, fewer launches and top-ks; docs/perf.md), and the cap keeps a
+// 1M-token context's calls at 256 rows (256 MiB), as before.
+constexpr int64_t kIndexerScoreBytes = int64_t{256} << 20;
+int64_t indexer_chunk_rows(int64_t entries);
+
 // Attention sub-block (projections, RoPE, ring update, compressors, indexer, attention with
 // sinks, de-rotation, grouped output projection). x [T, D] is the normed collapsed stream.
 Tensor attention_block(Backend& backend, const ModelConfig& config, const ModelWeights& weights,
