@@ -3,7 +3,8 @@
 // a prompt's logits agree at any chunk size (to fp32 rounding on the CPU, whose attention splits
 // heads over threads for parts of a few rows: BLAS calls of other shapes; a picked entry the row
 // may not see, a row scored against the wrong entries, would be off by far more); a size below 1
-// is an error that names the variable.
+// is an error that names the variable; a call takes fewer rows where its fp32 scores would pass
+// 256 MiB.
 #include <gtest/gtest.h>
 
 #include <cmath>
