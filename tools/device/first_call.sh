@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A session's first GPU call in one go, for machines lent rarely: build (gpu_session.sh), the mHC
 # op tests, then on an H200 issue 6's whole set (bench/h200_full.sh) in bf16 and with
-# MXFP4-resident experts plus a by-kernel trace of the 65,536-token step, on an H100 the small
-# A/B set (small_ab.sh, bf16 and MXFP4), and last the whole cuda_tests. Each stage's line goes to
-# $O/summary.txt as it ends; on the H100 it took 66 s with the build cached, so it fits one call,
-# and under detached.sh a slower machine's run goes on past the call:
+# MXFP4-resident experts plus by-kernel traces of the 65,536- and 4096-token and batch-1 decode
+# steps, on an H100 the small A/B set (small_ab.sh, bf16 and MXFP4), and last the whole
+# cuda_tests. Each stage's line goes to $O/summary.txt as it ends; on the H100 it took 66 s with
+# the build cached (an H200 ran the set's benches in ~45 s), so it fits one call, and under
+# detached.sh a slower machine's run goes on past the call:
 #   OUT=$OUT bash tools/device/detached.sh 560 bash tools/device/first_call.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,6 +39,15 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
     --num-steps 1 >"$O/t64.log" 2>&1
   rm -f "$O/t64/trace.csv"
   t "trace done"
+  # Where the steps the issue's unmet targets read go: 4096 tokens and decode batch 1, 9 layers.
+  OUT=$O/t4k SUMMARY_ARGS="--window-ms 75 --by-kernel" timeout 150 bash tools/device/cuda_trace.sh \
+    $B bench $P --num-layers 9 --mode prefill --prefill-batch-size 4096 --warmup-steps 1 \
+    --num-steps 1 >"$O/t4k.log" 2>&1
+  OUT=$O/tdec SUMMARY_ARGS="--window-ms 2.45 --by-kernel" timeout 150 bash tools/device/cuda_trace.sh \
+    $B bench $P --num-layers 9 --mode decode --synthetic-context --context-length 4096 \
+    --decode-num-requests 1 --warmup-steps 5 --num-steps 20 --overlap >"$O/tdec.log" 2>&1
+  rm -f "$O/t4k/trace.csv" "$O/tdec/trace.csv"
+  t "4096 and batch-1 traces done"
 else
   OUT=$O/ab timeout 300 bash tools/device/small_ab.sh "" --mxfp4-experts >"$O/small_ab.log" 2>&1
   grep -vE '^  model|^peaks' "$O/small_ab.log" >>"$O/summary.txt"
