@@ -4,7 +4,7 @@
 # MXFP4-resident experts plus by-kernel traces of the 65,536- and 4096-token and batch-1 decode
 # steps, on an H100 the small A/B set (small_ab.sh, bf16 and MXFP4), and last the whole
 # cuda_tests. Each stage's line goes to $O/summary.txt as it ends; on the H100 it took 66 s with
-# the build cached (an H200 ran the set's benches in ~45 s), so it fits one call, and under
+# the build cached (an H200 ran both sets' benches in ~30 s), so it fits one call, and under
 # detached.sh a slower machine's run goes on past the call:
 #   OUT=$OUT bash tools/device/detached.sh 560 bash tools/device/first_call.sh
 set -uo pipefail
