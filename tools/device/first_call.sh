@@ -34,19 +34,20 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
     >"$O/bench_mxfp4.log" 2>&1
   grep -vE "$HEADERS" "$O/bench_mxfp4.log" >>"$O/summary.txt"
   t "mxfp4 set done"
-  OUT=$O/t64 SUMMARY_ARGS="--window-ms 480 --by-kernel" timeout 200 bash tools/device/cuda_trace.sh \
-    $B bench $P --num-layers 4 --mode prefill --prefill-batch-size 65536 --warmup-steps 1 \
-    --num-steps 1 >"$O/t64.log" 2>&1
-  rm -f "$O/t64/trace.csv"
+  # A by-kernel trace of one bench run: name, window ms, time limit s, bench arguments.
+  trace() {
+    OUT=$O/$1 SUMMARY_ARGS="--window-ms $2 --by-kernel" timeout "$3" \
+      bash tools/device/cuda_trace.sh $B bench $P "${@:4}" >"$O/$1.log" 2>&1
+    rm -f "$O/$1/trace.csv"
+  }
+  trace t64 480 200 --num-layers 4 --mode prefill --prefill-batch-size 65536 --warmup-steps 1 \
+    --num-steps 1
   t "trace done"
   # Where the steps the unmet targets read go: 4096 tokens and decode batch 1, 9 layers.
-  OUT=$O/t4k SUMMARY_ARGS="--window-ms 75 --by-kernel" timeout 150 bash tools/device/cuda_trace.sh \
-    $B bench $P --num-layers 9 --mode prefill --prefill-batch-size 4096 --warmup-steps 1 \
-    --num-steps 1 >"$O/t4k.log" 2>&1
-  OUT=$O/tdec SUMMARY_ARGS="--window-ms 2.45 --by-kernel" timeout 150 bash tools/device/cuda_trace.sh \
-    $B bench $P --num-layers 9 --mode decode --synthetic-context --context-length 4096 \
-    --decode-num-requests 1 --warmup-steps 5 --num-steps 20 --overlap >"$O/tdec.log" 2>&1
-  rm -f "$O/t4k/trace.csv" "$O/tdec/trace.csv"
+  trace t4k 75 150 --num-layers 9 --mode prefill --prefill-batch-size 4096 --warmup-steps 1 \
+    --num-steps 1
+  trace tdec 2.45 150 --num-layers 9 --mode decode --synthetic-context --context-length 4096 \
+    --decode-num-requests 1 --warmup-steps 5 --num-steps 20 --overlap
   t "4096 and batch-1 traces done"
 else
   OUT=$O/ab timeout 300 bash tools/device/small_ab.sh "" --mxfp4-experts >"$O/small_ab.log" 2>&1
