@@ -623,22 +623,24 @@ TEST_F(Ops, HcPreNormIsHcPreThenRmsNorm) {
 }
 
 // hc_post_pre_norm is hc_post then hc_pre_norm of its output, bit for bit, whether the expansion
-// forms the mixing sums itself (decode rows: up to 8, 128-column chunks, up to 4 streams) or the
-// two run in turn (more rows, other widths, more streams, or the switch off).
+// forms the mixing sums itself (decode rows: up to 8, 128-column chunks, up to 4 streams), in
+// one cluster kernel with the next site's norm as well (those rows and 256-column blocks), or
+// the two run in turn (more rows, other widths, more streams, or the switches off).
 TEST_F(Ops, HcPostPreNormIsHcPostThenHcPreNorm) {
   SEED_TRACE();
   struct Case {
     int64_t M, hc, D;
-    bool weighted, fused;
+    bool weighted, fused, one_launch;
   };
-  for (const Case& k : std::vector<Case>{{1, 4, 4096, true, true},
-                                         {8, 4, 4096, true, true},
-                                         {9, 4, 4096, true, false},  // past the fused rows
-                                         {3, 4, 256, false, true},
-                                         {2, 2, 512, true, true},
-                                         {2, 4, 200, true, false},     // not 128-column chunks
-                                         {1, 6, 128, true, false}}) {  // six streams
-    for (bool allow : {true, false}) {
+  for (const Case& k : std::vector<Case>{{1, 4, 4096, true, true, true},
+                                         {8, 4, 4096, true, true, true},
+                                         {9, 4, 4096, true, false, false},  // past the fused rows
+                                         {3, 4, 256, false, true, true},
+                                         {2, 2, 512, true, true, true},
+                                         {1, 4, 384, true, true, false},   // not 256-column blocks
+                                         {2, 4, 200, true, false, false},  // not 128-column chunks
+                                         {1, 6, 128, true, false, false}}) {  // six streams
+    for (const auto& [allow, one] : {std::pair{true, true}, {true, false}, {false, true}}) {
       Rng rng;
       const int64_t M = k.M, hc = k.hc, D = k.D, nmix = (2 + hc) * hc;
       const HcInputs in = hc_inputs(rng, M, hc, D, nmix);
@@ -656,17 +658,22 @@ TEST_F(Ops, HcPostPreNormIsHcPostThenHcPreNorm) {
       gpu->hc_pre_norm(o, dfn, dbase, dscale, 20, 1e-6f, 1e-6f, dw, n, p, cb);
       // The one op.
       const bool was = set_cuda_hc_post_mix(*gpu, allow);
+      const bool was_one = set_cuda_hc_one_launch(*gpu, one);
       Tensor fo = dev_poisoned(*gpu, {M, hc, D}), fnormed = dev_poisoned(*gpu, {M, D}),
              fp = dev_poisoned(*gpu, {M, hc}), fcb = dev_poisoned(*gpu, {M, hc, hc});
-      const int64_t calls = cuda_hc_post_mix_calls(*gpu);
+      const int64_t calls = cuda_hc_post_mix_calls(*gpu), ones = cuda_hc_one_launch_calls(*gpu);
       gpu->hc_post_pre_norm(dX, dy, dpost, dcomb, fo, dfn, dbase, dscale, 20, 1e-6f, 1e-6f, dw,
                             fnormed, fp, fcb);
       set_cuda_hc_post_mix(*gpu, was);
-      EXPECT_EQ(cuda_hc_post_mix_calls(*gpu) - calls, allow && k.fused ? 1 : 0) << M << " " << D;
+      set_cuda_hc_one_launch(*gpu, was_one);
+      const std::string how =
+          fmt::format("{} x {} x {}, post mix {}, one launch {}", M, hc, D, allow, one);
+      EXPECT_EQ(cuda_hc_post_mix_calls(*gpu) - calls, allow && k.fused ? 1 : 0) << how;
+      EXPECT_EQ(cuda_hc_one_launch_calls(*gpu) - ones, allow && one && k.one_launch ? 1 : 0) << how;
       auto same = [&](const Tensor& a, const Tensor& b, const char* what) {
         const Tensor ha = to_host(*gpu, a), hb = to_host(*gpu, b);
         EXPECT_EQ(0, std::memcmp(ha.data_as<float>(), hb.data_as<float>(), ha.numel() * 4))
-            << what << " " << M << " " << hc << " " << D << " allowed " << allow;
+            << what << " " << how;
       };
       same(fo, o, "streams");
       same(fnormed, n, "normed");

@@ -123,6 +123,73 @@ void CudaBackend::matmul(const TensorView& x, const TensorView& w, const TensorV
        accumulate ? 1.f : 0.f);
 }
 
+bool CudaBackend::norms_inside_products(int64_t rows, int64_t K) const {
+  return product_prologues_ && dense_gemm_norm_fits(rows, K);
+}
+
+void CudaBackend::rms_norm_matmul(const TensorView& x, const TensorView& norm_weight, float eps,
+                                  const TensorView& w, const TensorView& out) {
+  const char* op = "rms_norm_matmul";
+  {
+    OpScope s(*this, op);
+    expect(op, "x", x, DType::kF32, {kAny, kAny});
+    const int64_t M = x.dim(0), K = x.dim(1);
+    if (given(norm_weight)) expect(op, "norm_weight", norm_weight, DType::kF32, {K});
+    const float* nw = given(norm_weight) ? norm_weight.data_as<float>() : nullptr;
+    if (product_prologues_ && w.dtype() == DType::kBF16 && w.ndim() == 2 && w.dim(1) == K) {
+      const int64_t N = w.dim(0);
+      expect(op, "out", out, DType::kF32, {M, N});
+      expect_no_alias(op, "out", out, "x", x);
+      expect_no_alias(op, "out", out, "w", w);
+      if (dense_gemm_norm_supported(M, N, K, K, x.data_as<float>(), w.data(), nw)) {
+        std::shared_ptr<void> partials;
+        if (const int64_t n = dense_gemm_partials(M, N, K, 1); n > 0)
+          partials = scratch(static_cast<size_t>(n) * sizeof(float));
+        check(launch_dense_gemm_normed(
+                  x.data_as<float>(), K, nw, eps, static_cast<const uint16_t*>(w.data()), K,
+                  out.data_as<float>(), N, M, N, K, static_cast<float*>(partials.get()),
+                  ctx_->split_counters(), ctx_->stream()),
+              op);
+        ++product_prologue_calls_;
+        return;
+      }
+    }
+  }
+  Backend::rms_norm_matmul(x, norm_weight, eps, w, out);
+}
+
+void CudaBackend::swiglu_matmul(const TensorView& gate, const TensorView& up, float limit,
+                                const TensorView& w, const TensorView& out) {
+  const char* op = "swiglu_matmul";
+  {
+    OpScope s(*this, op);
+    expect(op, "gate", gate, DType::kF32, {kAny, kAny});
+    expect_like(op, "up", up, "gate", gate);
+    const int64_t M = gate.dim(0), K = gate.dim(1);
+    if (product_prologues_ && w.dtype() == DType::kBF16 && w.ndim() == 2 && w.dim(1) == K) {
+      const int64_t N = w.dim(0);
+      expect(op, "out", out, DType::kF32, {M, N});
+      expect_no_alias(op, "out", out, "gate", gate);
+      expect_no_alias(op, "out", out, "up", up);
+      expect_no_alias(op, "out", out, "w", w);
+      if (dense_gemm_swiglu_supported(M, N, K, gate.data_as<float>(), up.data_as<float>(),
+                                      w.data())) {
+        std::shared_ptr<void> partials;
+        if (const int64_t n = dense_gemm_partials(M, N, K, 1); n > 0)
+          partials = scratch(static_cast<size_t>(n) * sizeof(float));
+        check(launch_dense_gemm_swiglu(gate.data_as<float>(), up.data_as<float>(), limit,
+                                       static_cast<const uint16_t*>(w.data()), out.data_as<float>(),
+                                       M, N, K, static_cast<float*>(partials.get()),
+                                       ctx_->split_counters(), ctx_->stream()),
+              op);
+        ++product_prologue_calls_;
+        return;
+      }
+    }
+  }
+  Backend::swiglu_matmul(gate, up, limit, w, out);
+}
+
 void CudaBackend::grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) {
   const char* op = "grouped_matmul";
   OpScope s(*this, op);

@@ -133,14 +133,16 @@ void CudaBackend::hc_post_pre_norm(const TensorView& X, const TensorView& y, con
     const float* w = given(norm_weight) ? norm_weight.data_as<float>() : nullptr;
     if (hc_post_mix_fused(M, hc, D, w, normed.data()) && aligned16(fn.data())) {
       const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, (2 + hc) * hc) * 4);
+      bool one_launch = false;
       check(launch_hc_post_pre_norm(
                 X.data_as<float>(), y.data_as<float>(), post.data_as<float>(),
                 comb.data_as<float>(), M, hc, D, out.data_as<float>(), fn.data_as<float>(),
                 base.data_as<float>(), scale.data_as<float>(), sinkhorn_iters, hc_eps, norm_eps, w,
                 normed_out(normed), next_post.data_as<float>(), next_comb.data_as<float>(),
-                static_cast<float*>(partial.get()), ctx_->stream()),
+                static_cast<float*>(partial.get()), hc_one_launch_, &one_launch, ctx_->stream()),
             op);
       ++hc_post_mix_calls_;
+      if (one_launch) ++hc_one_launch_calls_;
       ++fused_hc_pre_norm_calls_;
       return;
     }

@@ -1,0 +1,124 @@
+// Products that form their operand themselves (rms_norm_matmul: a decode step's low-rank query
+// products; swiglu_matmul: the shared expert's w2): bitwise the op then matmul on the GPU,
+// fused or not, and near the CPU's.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
+#include "cuda_test_util.h"
+
+namespace deepinfer::cudatest {
+namespace {
+
+using Ops = CudaVsCpu;
+
+TEST_F(Ops, RmsNormMatmulIsRmsNormThenMatmul) {
+  SEED_TRACE();
+  struct Shape {
+    int64_t M, N, K;
+    bool fused;  // normed inside the product
+  };
+  for (const Shape& sh : std::vector<Shape>{{1, 32768, 1024, true},  // wq_b
+                                            {1, 8192, 1024, true},   // the indexer's
+                                            {4, 2048, 1024, true},
+                                            {2, 300, 4096, true},    // K split, a column tail
+                                            {1, 64, 200, true},      // a k tail; 200 % 128 != 0
+                                            {5, 2048, 1024, false},  // past the resident rows
+                                            {1, 512, 8192, false},   // past rms_norm4's rows
+                                            {1, 512, 6, false}}) {   // K % 4 != 0
+    const int64_t M = sh.M, N = sh.N, K = sh.K;
+    EXPECT_EQ(gpu->norms_inside_products(M, K), sh.fused) << M << "x" << K;
+    Rng rng;
+    const Tensor wh = rand_host(rng, {N, K}, -0.05f, 0.05f), w = to_dev(*gpu, wh, true);
+    const Tensor xh = rand_host(rng, {M, K}, -3.f, 3.f), gh = rand_host(rng, {K}, 0.5f, 1.5f);
+    const Tensor x = to_dev(*gpu, xh), g = to_dev(*gpu, gh);
+    for (bool weighted : {true, false}) {
+      const TensorView nw = weighted ? g.view() : TensorView();
+      const std::string how = fmt::format("{}x{}x{} weighted {}", M, N, K, weighted);
+      // rms_norm, then matmul.
+      Tensor normed = gpu->empty({M, K}, gpu->product_input_dtype(M));
+      gpu->rms_norm(x, nw, 1e-6f, normed);
+      Tensor want = dev_poisoned(*gpu, {M, N});
+      gpu->matmul(normed, w, want);
+      const Tensor want_h = to_host(*gpu, want);
+      for (bool allow : {true, false}) {
+        const bool was = set_cuda_product_prologues(*gpu, allow);
+        const int64_t calls = cuda_product_prologue_calls(*gpu);
+        Tensor got = dev_poisoned(*gpu, {M, N});
+        gpu->rms_norm_matmul(x, nw, 1e-6f, w, got);
+        set_cuda_product_prologues(*gpu, was);
+        EXPECT_EQ(cuda_product_prologue_calls(*gpu) - calls, allow && sh.fused ? 1 : 0)
+            << how << " allowed " << allow;
+        const Tensor got_h = to_host(*gpu, got);
+        EXPECT_EQ(0, std::memcmp(got_h.data_as<float>(), want_h.data_as<float>(), M * N * 4))
+            << how << " allowed " << allow;
+      }
+      // Near the CPU's fp32 product of the same bf16 weights (the GPU rounds its operand).
+      Tensor ref = host({M, N});
+      cpu->rms_norm_matmul(xh, weighted ? gh.view() : TensorView(), 1e-6f, round_bf16(wh), ref);
+      EXPECT_LE(rel_err(want_h, ref), kTolBf16) << how;
+    }
+  }
+}
+
+TEST_F(Ops, SwigluMatmulIsSwigluThenMatmul) {
+  SEED_TRACE();
+  struct Shape {
+    int64_t M, N, K;
+    bool fused;
+  };
+  for (const Shape& sh : std::vector<Shape>{{1, 4096, 2048, true},  // V4's shared w2, K split
+                                            {4, 1000, 2048, true},
+                                            {2, 64, 200, true},      // a k tail
+                                            {16, 512, 1024, false},  // past the resident rows
+                                            {1, 64, 6, false}}) {    // K % 4 != 0
+    const int64_t M = sh.M, N = sh.N, K = sh.K;
+    Rng rng;
+    const Tensor wh = rand_host(rng, {N, K}, -0.05f, 0.05f), w = to_dev(*gpu, wh, true);
+    const Tensor gh = rand_host(rng, {M, K}, -12.f, 12.f), uh = rand_host(rng, {M, K}, -12.f, 12.f);
+    const Tensor gate = to_dev(*gpu, gh), up = to_dev(*gpu, uh);
+    for (float limit : {10.f, 0.f}) {  // V4 clamps at 10; 0: no clamp
+      const std::string how = fmt::format("{}x{}x{} limit {}", M, N, K, limit);
+      Tensor act = gpu->empty({M, K}, gpu->product_input_dtype(M));
+      gpu->swiglu(gate, up, limit, act);
+      Tensor want = dev_poisoned(*gpu, {M, N});
+      gpu->matmul(act, w, want);
+      const Tensor want_h = to_host(*gpu, want);
+      for (bool allow : {true, false}) {
+        const bool was = set_cuda_product_prologues(*gpu, allow);
+        const int64_t calls = cuda_product_prologue_calls(*gpu);
+        Tensor got = dev_poisoned(*gpu, {M, N});
+        gpu->swiglu_matmul(gate, up, limit, w, got);
+        set_cuda_product_prologues(*gpu, was);
+        EXPECT_EQ(cuda_product_prologue_calls(*gpu) - calls, allow && sh.fused ? 1 : 0)
+            << how << " allowed " << allow;
+        const Tensor got_h = to_host(*gpu, got);
+        EXPECT_EQ(0, std::memcmp(got_h.data_as<float>(), want_h.data_as<float>(), M * N * 4))
+            << how << " allowed " << allow;
+      }
+      Tensor ref = host({M, N});
+      cpu->swiglu_matmul(gh, uh, limit, round_bf16(wh), ref);
+      EXPECT_LE(rel_err(want_h, ref), kTolBf16) << how;
+    }
+  }
+}
+
+TEST_F(Ops, ProductProloguesRejectBadShapes) {
+  Rng rng;
+  const Tensor w = to_dev(*gpu, rand_host(rng, {64, 128}), true);
+  const Tensor x = to_dev(*gpu, rand_host(rng, {1, 128}));
+  Tensor out = gpu->empty({1, 64});
+  EXPECT_THROW(gpu->rms_norm_matmul(x, to_dev(*gpu, rand_host(rng, {127})), 1e-6f, w, out),
+               Error);  // norm weight of the wrong width
+  Tensor bad_out = gpu->empty({1, 63});
+  EXPECT_THROW(gpu->rms_norm_matmul(x, TensorView(), 1e-6f, w, bad_out), Error);
+  const Tensor x3 = to_dev(*gpu, rand_host(rng, {1, 1, 128}));
+  EXPECT_THROW(gpu->rms_norm_matmul(x3, TensorView(), 1e-6f, w, out), Error);
+  // swiglu_matmul: up not like gate, the wrong out
+  EXPECT_THROW(gpu->swiglu_matmul(x, to_dev(*gpu, rand_host(rng, {1, 64})), 10.f, w, out), Error);
+  EXPECT_THROW(gpu->swiglu_matmul(x, x, 10.f, w, bad_out), Error);
+}
+
+}  // namespace
+}  // namespace deepinfer::cudatest
