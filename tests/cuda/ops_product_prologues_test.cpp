@@ -3,6 +3,8 @@
 // fused or not, and near the CPU's.
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
@@ -12,6 +14,24 @@ namespace deepinfer::cudatest {
 namespace {
 
 using Ops = CudaVsCpu;
+
+// Runs `op` into a poisoned output like want_h with the prologue switch on and off: each time
+// want_h's bits, and one prologue call counted where on and the shape is `fused`.
+void expect_both_ways(Backend& gpu, const Tensor& want_h, bool fused, const std::string& how,
+                      const std::function<void(const Tensor&)>& op) {
+  for (bool allow : {true, false}) {
+    const bool was = set_cuda_product_prologues(gpu, allow);
+    const int64_t calls = cuda_product_prologue_calls(gpu);
+    Tensor got = dev_poisoned(gpu, shape_of(want_h));
+    op(got);
+    set_cuda_product_prologues(gpu, was);
+    EXPECT_EQ(cuda_product_prologue_calls(gpu) - calls, allow && fused ? 1 : 0)
+        << how << " allowed " << allow;
+    const Tensor got_h = to_host(gpu, got);
+    EXPECT_EQ(0, std::memcmp(got_h.data_as<float>(), want_h.data_as<float>(), want_h.numel() * 4))
+        << how << " allowed " << allow;
+  }
+}
 
 TEST_F(Ops, RmsNormMatmulIsRmsNormThenMatmul) {
   SEED_TRACE();
@@ -42,18 +62,8 @@ TEST_F(Ops, RmsNormMatmulIsRmsNormThenMatmul) {
       Tensor want = dev_poisoned(*gpu, {M, N});
       gpu->matmul(normed, w, want);
       const Tensor want_h = to_host(*gpu, want);
-      for (bool allow : {true, false}) {
-        const bool was = set_cuda_product_prologues(*gpu, allow);
-        const int64_t calls = cuda_product_prologue_calls(*gpu);
-        Tensor got = dev_poisoned(*gpu, {M, N});
-        gpu->rms_norm_matmul(x, nw, 1e-6f, w, got);
-        set_cuda_product_prologues(*gpu, was);
-        EXPECT_EQ(cuda_product_prologue_calls(*gpu) - calls, allow && sh.fused ? 1 : 0)
-            << how << " allowed " << allow;
-        const Tensor got_h = to_host(*gpu, got);
-        EXPECT_EQ(0, std::memcmp(got_h.data_as<float>(), want_h.data_as<float>(), M * N * 4))
-            << how << " allowed " << allow;
-      }
+      expect_both_ways(*gpu, want_h, sh.fused, how,
+                       [&](const Tensor& got) { gpu->rms_norm_matmul(x, nw, 1e-6f, w, got); });
       // Near the CPU's fp32 product of the same bf16 weights (the GPU rounds its operand).
       Tensor ref = host({M, N});
       cpu->rms_norm_matmul(xh, weighted ? gh.view() : TensorView(), 1e-6f, round_bf16(wh), ref);
@@ -85,18 +95,8 @@ TEST_F(Ops, SwigluMatmulIsSwigluThenMatmul) {
       Tensor want = dev_poisoned(*gpu, {M, N});
       gpu->matmul(act, w, want);
       const Tensor want_h = to_host(*gpu, want);
-      for (bool allow : {true, false}) {
-        const bool was = set_cuda_product_prologues(*gpu, allow);
-        const int64_t calls = cuda_product_prologue_calls(*gpu);
-        Tensor got = dev_poisoned(*gpu, {M, N});
-        gpu->swiglu_matmul(gate, up, limit, w, got);
-        set_cuda_product_prologues(*gpu, was);
-        EXPECT_EQ(cuda_product_prologue_calls(*gpu) - calls, allow && sh.fused ? 1 : 0)
-            << how << " allowed " << allow;
-        const Tensor got_h = to_host(*gpu, got);
-        EXPECT_EQ(0, std::memcmp(got_h.data_as<float>(), want_h.data_as<float>(), M * N * 4))
-            << how << " allowed " << allow;
-      }
+      expect_both_ways(*gpu, want_h, sh.fused, how,
+                       [&](const Tensor& got) { gpu->swiglu_matmul(gate, up, limit, w, got); });
       Tensor ref = host({M, N});
       cpu->swiglu_matmul(gh, uh, limit, round_bf16(wh), ref);
       EXPECT_LE(rel_err(want_h, ref), kTolBf16) << how;
