@@ -7,6 +7,7 @@
 #include "backend/cuda/hc_rows.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/tma_ptx.cuh"
 
 namespace deepinfer::cuda {
 
@@ -59,8 +60,21 @@ __global__ void __launch_bounds__(kCols)
   auto chunk_of = [&](int lc) {  // the chunk's index in the row's partials
     return static_cast<int>((lc / kHalves) * per_stream + d0 / kMixChunk + lc % kHalves);
   };
-  // fn's rows over the block's chunks by cp.async (weights: in flight while the kernel before
-  // drains and the columns expand), thread t a row's float4 t % 32, rows t / 32 + 8 i.
+  // fn's rows over the block's chunks (weights: in flight while the kernel before drains and the
+  // columns expand). On sm_90 by bulk copies, one a 512-byte row chunk from warp 0 (16 blocks a
+  // row pull fn's 1.5 MB, so each SM's own load slots would bound it); else by cp.async.
+#if DI_HAVE_WGMMA
+  __shared__ uint64_t fn_landed;
+  if (t == 0) mbarrier_init(&fn_landed, 1);
+  __syncthreads();
+  if (t < 32) {
+    if (t == 0) mbarrier_arrive_expect_tx(&fn_landed, chunks * nmix * kMixChunk * 4);
+    __syncwarp();
+    for (int r = t; r < chunks * nmix; r += 32)
+      bulk_load(fs + r * kLd, fn + (r % nmix) * W + int64_t{chunk_of(r / nmix)} * kMixChunk,
+                kMixChunk * 4, &fn_landed);
+  }
+#else
   {
     int lc = 0, j = t / 32;  // the row lc * nmix + j, stepped without division
     for (; j >= nmix; j -= nmix) ++lc;
@@ -69,20 +83,25 @@ __global__ void __launch_bounds__(kCols)
                  fn + j * W + int64_t{chunk_of(lc)} * kMixChunk + 4 * (t % 32), true);
       for (j += kCols / 32; j >= nmix; j -= nmix) ++lc;
     }
+    cp_async_commit();
   }
-  cp_async_commit();
+#endif
   wait_for_prior_grid();
   const int64_t d = d0 + t;
   hc_post_column<kHcMax>(X, y, post, comb, m, hc, D, d, [&](int h, float o) {
     out[(m * hc + h) * D + d] = o;
     xs[h * kCols + t] = o;
   });
+#if DI_HAVE_WGMMA
+  mbarrier_wait(&fn_landed, 0);
+#else
   cp_async_wait_all();
+#endif
   __syncthreads();
   for (int task = t; task < chunks * (nmix + 1); task += kCols) {
     const int lc = task / (nmix + 1), s = task % (nmix + 1);
-    const float4* x = reinterpret_cast<const float4*>(xs + (lc / kHalves) * kCols +
-                                                      (lc % kHalves) * kMixChunk);
+    const float4* x =
+        reinterpret_cast<const float4*>(xs + (lc / kHalves) * kCols + (lc % kHalves) * kMixChunk);
     // hc_post_mix_kernel's chain, k from 0 up, four k a shared-memory read.
     const float4* f = reinterpret_cast<const float4*>(s < nmix ? fs + (lc * nmix + s) * kLd : xs);
     float acc = 0.f;
