@@ -4,7 +4,9 @@
 # wq_b / the indexer's query product norm their rows, the shared w2 forms its SwiGLU): build, the
 # ops' bitwise tests (each switch both ways), every CUDA suite with both switches on (golden
 # fixtures, graphs, batch invariance), a decode A/B of the four settings, and a CUPTI trace of a
-# batch-1 step with both on. 9 layers on an H200, 4 (hca, hca, hca, csa) on an 80 GB card.
+# batch-1 step with both on. 9 layers on an H200, 4 (hca, hca, hca, csa) on an 80 GB card. With
+# FULL_SET=1 on an H200, then issue 6's headline set with both on (bench/h200_full.sh, JSON under
+# $O/results): the detached run goes on past the call (detached.sh again to wait on it).
 # Usage, on the GPU machine: OUT=$OUT bash tools/device/detached.sh 540 bash tools/device/fusion_check.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -57,4 +59,9 @@ env "${ON[@]}" OUT=$O/tdec SUMMARY_ARGS="--window-ms $W --by-kernel" timeout 150
   --num-steps 20 --overlap >"$O/tdec.log" 2>&1
 t "trace rc=$?"
 [[ -f $O/tdec/trace.csv ]] && gzip -f "$O/tdec/trace.csv"
+if [[ -n ${FULL_SET:-} && $L == 9 ]]; then
+  env "${ON[@]}" CASES=headline STEP_LIMIT=90 B=$B RESULTS=$O/results bash bench/h200_full.sh \
+    >"$O/full_set.log" 2>&1
+  t "headline set (both on) rc=$? $(grep -cE '^== .* rc=0' "$O/full_set.log") cases ran"
+fi
 t DONE
