@@ -242,6 +242,24 @@ class Backend {
   virtual void hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,
                        const TensorView& scale, float hc_eps, float norm_eps,
                        const TensorView& out) = 0;
+  // The head's site: hc_post(X, y, post, comb) into streams of its own, hc_head of those, then
+  // rms_norm(collapsed, norm_weight, norm_eps) into normed (F32 [M, D]). One op so that a backend
+  // can run it in one pass, the expanded streams never written; the same values as the three in
+  // turn, which is what this default runs.
+  virtual void hc_post_head_norm(const TensorView& X, const TensorView& y, const TensorView& post,
+                                 const TensorView& comb, const TensorView& fn,
+                                 const TensorView& base, const TensorView& scale, float hc_eps,
+                                 float norm_eps, const TensorView& norm_weight,
+                                 const TensorView& normed) {
+    DI_CHECK(X.ndim() == 3 && normed.ndim() == 2, ErrorCode::kInvalidArgument,
+             "hc_post_head_norm: X must be [M, hc, D] and normed [M, D], got {} and {}",
+             X.shape_str(), normed.shape_str());
+    Tensor streams = empty({X.dim(0), X.dim(1), X.dim(2)});
+    hc_post(X, y, post, comb, streams);
+    Tensor collapsed = empty({normed.dim(0), normed.dim(1)});
+    hc_head(streams, fn, base, scale, hc_eps, norm_eps, collapsed);
+    rms_norm(collapsed, norm_weight, norm_eps, normed);
+  }
 
   // ---- attention ----------------------------------------------------------------------------
   // Softmax-gated pooling: kv, gate [N, S, d], slot_bias [S, d] (each slot's position bias; an

@@ -178,6 +178,10 @@ class CudaBackend final : public Backend {
                         float hc_eps, float norm_eps, const TensorView& norm_weight,
                         const TensorView& normed, const TensorView& next_post,
                         const TensorView& next_comb) override;
+  void hc_post_head_norm(const TensorView& X, const TensorView& y, const TensorView& post,
+                         const TensorView& comb, const TensorView& fn, const TensorView& base,
+                         const TensorView& scale, float hc_eps, float norm_eps,
+                         const TensorView& norm_weight, const TensorView& normed) override;
   void hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,
                const TensorView& scale, float hc_eps, float norm_eps,
                const TensorView& out) override;

@@ -117,6 +117,16 @@ __device__ inline void row_weights(const float* partial, int64_t m, int nchunks,
   __syncthreads();
 }
 
+// The head site's pre weights (hc_head: its fn holds the hc pre mixes only), into mix / pre.
+__device__ inline void head_weights(const float* partial, int64_t m, int nchunks, int hc, int64_t W,
+                                    const float* base, const float* scale, float hc_eps,
+                                    float norm_eps, float* mix, float* pre) {
+  row_mixes(partial, m, nchunks, hc, hc, W, norm_eps, mix);
+  if (threadIdx.x < hc)
+    pre[threadIdx.x] = sigmoidf_(mix[threadIdx.x] * scale[0] + base[threadIdx.x]) + hc_eps;
+  __syncthreads();
+}
+
 // comb of the row by warp 0's lanes (hc * hc <= 32), from the mixes row_weights left.
 __device__ inline void comb_by_warp(const float* mix, const float* base, const float* scale, int hc,
                                     int iters, float hc_eps, float* comb_row) {

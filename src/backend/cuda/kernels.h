@@ -123,6 +123,16 @@ cudaError_t launch_hc_post_pre_norm(const float* X, const float* y, const float*
                                     NormedOut normed, float* next_post, float* next_comb,
                                     float* partial, bool one_launch, bool* ran_one_launch,
                                     cudaStream_t stream);
+// launch_hc_post, launch_hc_head of its output, then launch_rms_norm of that (norm_w, norm_eps)
+// into normed, as one cluster kernel (the expansion not written): where hc_post_mix_fused()
+// holds, D is a multiple of 256 and a row's D / 256 blocks fit as one resident cluster; else
+// cudaErrorNotSupported, nothing queued. The same bits as the three. partial:
+// hc_partial_floats(M, hc, D, hc) floats.
+cudaError_t launch_hc_post_head_norm(const float* X, const float* y, const float* post,
+                                     const float* comb, int64_t M, int64_t hc, int64_t D,
+                                     const float* fn, const float* base, const float* scale,
+                                     float hc_eps, float norm_eps, const float* norm_w,
+                                     NormedOut normed, float* partial, cudaStream_t stream);
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                            const float* base, const float* scale, float hc_eps, float norm_eps,
                            float* out, float* partial, int sms, cudaStream_t stream);

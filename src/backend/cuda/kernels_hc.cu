@@ -158,10 +158,7 @@ __global__ void hc_head_kernel(const float* X, int hc, int64_t D, const float* p
   __shared__ float pre[kMaxHc];
   const int64_t m = blockIdx.x, W = hc * D;
   const float* x = X + m * W;
-  row_mixes(partial, m, nchunks, hc, hc, W, norm_eps, mix);
-  if (threadIdx.x < hc)
-    pre[threadIdx.x] = sigmoidf_(mix[threadIdx.x] * scale[0] + base[threadIdx.x]) + hc_eps;
-  __syncthreads();
+  head_weights(partial, m, nchunks, hc, W, base, scale, hc_eps, norm_eps, mix, pre);
   int64_t d0 = 0, d1 = 0;
   part_columns(D, blockIdx.y, gridDim.y, &d0, &d1);
   collapse(x, pre, hc, D, d0, d1, out + m * D + d0);

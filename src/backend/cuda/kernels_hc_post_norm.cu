@@ -37,8 +37,9 @@ size_t smem_bytes(int hc, int nmix) {
 // (hc_post_column: written to out and kept in shared memory), forms its chunks' mixing partials
 // by hc_post_mix_kernel's chains, publishes them (global memory, fenced, then the cluster
 // barrier), and then runs hc_pre_norm_kernel's steps on its columns, the collapse from the
-// expanded values it holds.
-template <int kHcMax>
+// expanded values it holds. kHead: the head's site instead (hc_head_kernel's weights from its hc
+// mixes, no post or comb, then the final rms_norm); out null: the expansion is not written.
+template <int kHcMax, bool kHead>
 __global__ void __launch_bounds__(kCols)
     hc_post_norm_kernel(const float* X, const float* y, const float* post, const float* comb,
                         int hc, int64_t D, const float* fn, int nmix, float* out, float* partial,
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kCols)
   wait_for_prior_grid();
   const int64_t d = d0 + t;
   hc_post_column<kHcMax>(X, y, post, comb, m, hc, D, d, [&](int h, float o) {
-    out[(m * hc + h) * D + d] = o;
+    if (out) out[(m * hc + h) * D + d] = o;
     xs[h * kCols + t] = o;
   });
 #if DI_HAVE_WGMMA
@@ -122,20 +123,61 @@ __global__ void __launch_bounds__(kCols)
     __syncthreads();
   }
   const bool part0 = blockIdx.y == 0;
-  row_weights(partial, m, nchunks, hc, W, base, scale, hc_eps, norm_eps, part0, mix, pre,
-              next_post);
-  if (part0 && t < 32) {
-    comb_beside_norm(mix, base, scale, hc, iters, hc_eps, parts, next_comb + m * hc * hc);
-    return;
+  if constexpr (kHead) {
+    head_weights(partial, m, nchunks, hc, W, base, scale, hc_eps, norm_eps, mix, pre);
+  } else {
+    row_weights(partial, m, nchunks, hc, W, base, scale, hc_eps, norm_eps, part0, mix, pre,
+                next_post);
+    if (part0 && t < 32) {
+      comb_beside_norm(mix, base, scale, hc, iters, hc_eps, parts, next_comb + m * hc * hc);
+      return;
+    }
   }
   // collapse()'s arithmetic on the expanded values held here.
-  const int first = part0 ? 32 : 0;
+  const int first = !kHead && part0 ? 32 : 0;
   for (int i = t - first; i < kCols; i += kCols - first) {
     float o = pre[0] * xs[i];
     for (int h = 1; h < hc; ++h) o = fmaf(pre[h], xs[h * kCols + i], o);
     slice[i] = o;
   }
   norm_collapsed_slice(slice, m, D, d0, d1, parts, first, norm_eps, norm_w, normed, warp_ss);
+}
+
+}  // namespace
+
+namespace {
+
+// A one-launch kernel of the site (nmix mixes) over M rows, or cudaErrorNotSupported (nothing
+// queued) where it does not take the shape or the row's cluster is not resident.
+template <bool kHead>
+cudaError_t launch_one(const float* X, const float* y, const float* post, const float* comb,
+                       int64_t M, int64_t hc, int64_t D, float* out, const float* fn, int nmix,
+                       const float* base, const float* scale, int iters, float hc_eps,
+                       float norm_eps, const float* norm_w, NormedOut normed, float* next_post,
+                       float* next_comb, float* partial, cudaStream_t stream) {
+  const int64_t parts = D / kCols;
+  if (M < 1 || M > INT_MAX || hc < 1 || hc > 4 || D % kCols != 0 || parts > kMaxParts)
+    return cudaErrorNotSupported;
+  auto* kernel = hc_post_norm_kernel<4, kHead>;
+  const size_t smem = smem_bytes(static_cast<int>(hc), nmix);
+  static const cudaError_t attr = [&] {
+    const int most = kHead ? 4 : (2 + 4) * 4;  // fn's rows at 4 streams
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem_bytes(4, most)));
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  }();
+  if (attr != cudaSuccess) {
+    cudaGetLastError();  // not sticky: the caller's path without it serves
+    return cudaErrorNotSupported;
+  }
+  if (parts > 1 && !clusters_resident(reinterpret_cast<const void*>(kernel), kCols, smem,
+                                      static_cast<int>(parts), M))
+    return cudaErrorNotSupported;
+  return launch_kernel_clustered(
+      kernel, dim3(static_cast<unsigned>(M), static_cast<unsigned>(parts)), kCols, smem, stream,
+      dim3(1, static_cast<unsigned>(parts), 1), X, y, post, comb, static_cast<int>(hc), D, fn, nmix,
+      out, partial, base, scale, iters, hc_eps, norm_eps, norm_w, normed, next_post, next_comb);
 }
 
 }  // namespace
@@ -147,29 +189,22 @@ cudaError_t launch_hc_post_norm_one_launch(const float* X, const float* y, const
                                            float norm_eps, const float* norm_w, NormedOut normed,
                                            float* next_post, float* next_comb, float* partial,
                                            cudaStream_t stream) {
-  const int nmix = static_cast<int>((2 + hc) * hc);
-  const int64_t parts = D / kCols;
-  if (M < 1 || M > INT_MAX || hc < 1 || hc > 4 || D % kCols != 0 || parts > kMaxParts)
+  return launch_one<false>(X, y, post, comb, M, hc, D, out, fn, static_cast<int>((2 + hc) * hc),
+                           base, scale, iters, hc_eps, norm_eps, norm_w, normed, next_post,
+                           next_comb, partial, stream);
+}
+
+cudaError_t launch_hc_post_head_norm(const float* X, const float* y, const float* post,
+                                     const float* comb, int64_t M, int64_t hc, int64_t D,
+                                     const float* fn, const float* base, const float* scale,
+                                     float hc_eps, float norm_eps, const float* norm_w,
+                                     NormedOut normed, float* partial, cudaStream_t stream) {
+  if (!hc_post_mix_fused(M, hc, D, norm_w, normed.ptr()) ||
+      (reinterpret_cast<uintptr_t>(fn) & 15) != 0)
     return cudaErrorNotSupported;
-  auto* kernel = hc_post_norm_kernel<4>;
-  const size_t smem = smem_bytes(static_cast<int>(hc), nmix);
-  static const cudaError_t attr = [&] {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem_bytes(4, (2 + 4) * 4)));
-    if (e != cudaSuccess) return e;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  }();
-  if (attr != cudaSuccess) {
-    cudaGetLastError();  // not sticky: the two-kernel path serves
-    return cudaErrorNotSupported;
-  }
-  if (parts > 1 && !clusters_resident(reinterpret_cast<const void*>(kernel), kCols, smem,
-                                      static_cast<int>(parts), M))
-    return cudaErrorNotSupported;
-  return launch_kernel_clustered(
-      kernel, dim3(static_cast<unsigned>(M), static_cast<unsigned>(parts)), kCols, smem, stream,
-      dim3(1, static_cast<unsigned>(parts), 1), X, y, post, comb, static_cast<int>(hc), D, fn, nmix,
-      out, partial, base, scale, iters, hc_eps, norm_eps, norm_w, normed, next_post, next_comb);
+  return launch_one<true>(X, y, post, comb, M, hc, D, nullptr, fn, static_cast<int>(hc), base,
+                          scale, 0, hc_eps, norm_eps, norm_w, normed, nullptr, nullptr, partial,
+                          stream);
 }
 
 }  // namespace deepinfer::cuda
