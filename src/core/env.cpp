@@ -104,10 +104,11 @@ constexpr VarSpec kVars[] = {
      "(docs/perf.md); 1 turns it on."},
     {"DEEPINFER_CUDA_HC_ONE_LAUNCH", VarType::kBool, "0",
      "CUDA backend: with DEEPINFER_CUDA_HC_POST_MIX, run a decode step's mHC site (the "
-     "expansion, the next site's mixing sums, its weights, collapse and norm) as one kernel "
-     "whose row blocks form one thread block cluster, instead of two kernels with a grid-wide "
-     "wait between them (the same bits). Off by default until a GPU run has checked and timed "
-     "it (docs/perf.md); 1 turns it on."},
+     "expansion, the next site's mixing sums, its weights, collapse and norm; at the head, "
+     "hc_head and the final norm) as one kernel whose row blocks form one thread block "
+     "cluster, instead of two kernels with a grid-wide wait between them (four at the head; "
+     "the same bits). Off by default until a GPU run has checked and timed it (docs/perf.md); "
+     "1 turns it on."},
     {"DEEPINFER_CUDA_BF16_PRODUCT_INPUTS", VarType::kBool, "1",
      "CUDA backend: prefill-sized activations read only by products (the mHC sites' normed "
      "inputs, the normed low-rank query, the shared expert's SwiGLU, wo_a's output) are "
