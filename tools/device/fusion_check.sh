@@ -2,9 +2,9 @@
 # One GPU call for the decode fusions that are off by default until checked and timed
 # (DEEPINFER_CUDA_HC_ONE_LAUNCH: an mHC site in one cluster kernel; DEEPINFER_CUDA_PRODUCT_PROLOGUES:
 # wq_b / the indexer's query product norm their rows, the shared w2 forms its SwiGLU): build, the
-# ops' bitwise tests (each switch both ways), every CUDA suite with both switches on (golden
-# fixtures, graphs, batch invariance), a decode A/B of the four settings, and a CUPTI trace of a
-# batch-1 step with both on. 9 layers on an H200, 4 (hca, hca, hca, csa) on an 80 GB card. With
+# ops' bitwise tests (each switch both ways), a decode A/B of the four settings, every CUDA
+# suite with both switches on (golden fixtures, graphs, batch invariance), and a CUPTI trace of
+# a batch-1 step with both on (the most telling first, for a call cut short). 9 layers on an H200, 4 (hca, hca, hca, csa) on an 80 GB card. With
 # FULL_SET=1 on an H200, then issue 6's headline set with both on (bench/h200_full.sh, JSON under
 # $O/results): the detached run goes on past the call (detached.sh again to wait on it).
 # Usage, on the GPU machine: OUT=$OUT bash tools/device/detached.sh 540 bash tools/device/fusion_check.sh
@@ -29,13 +29,6 @@ timeout 150 build-gpu/tests/cuda/cuda_tests \
   >"$O/ops.log" 2>&1
 t "ops rc=$? $(passed "$O/ops.log")"
 grep -E 'Failure|Expected|Which is|allowed|one launch' "$O/ops.log" | head -20 >>"$O/summary.txt"
-env "${ON[@]}" timeout 300 build-gpu/tests/cuda/cuda_tests --gtest_brief=1 >"$O/cuda_tests.log" 2>&1
-t "cuda_tests (both on) rc=$? $(passed "$O/cuda_tests.log")"
-grep '\[cuda-golden\]' "$O/cuda_tests.log" | grep "rel L2" | sort -u | tee -a "$O/summary.txt"
-grep -E '^\[  FAILED' "$O/cuda_tests.log" | head >>"$O/summary.txt"
-env "${ON[@]}" timeout 240 build-gpu/tests/cuda/cuda_fill_tests --gtest_brief=1 >"$O/fill.log" 2>&1
-t "cuda_fill_tests (both on) rc=$? $(passed "$O/fill.log")"
-grep -E '^\[  FAILED' "$O/fill.log" | head >>"$O/summary.txt"
 B=build-gpu/src/api/deepinfer
 P="--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790"
 L=9 LT="" W=2.45
@@ -53,6 +46,13 @@ for rep in 1 2; do
   done
 done
 t "A/B"
+env "${ON[@]}" timeout 300 build-gpu/tests/cuda/cuda_tests --gtest_brief=1 >"$O/cuda_tests.log" 2>&1
+t "cuda_tests (both on) rc=$? $(passed "$O/cuda_tests.log")"
+grep '\[cuda-golden\]' "$O/cuda_tests.log" | grep "rel L2" | sort -u | tee -a "$O/summary.txt"
+grep -E '^\[  FAILED' "$O/cuda_tests.log" | head >>"$O/summary.txt"
+env "${ON[@]}" timeout 240 build-gpu/tests/cuda/cuda_fill_tests --gtest_brief=1 >"$O/fill.log" 2>&1
+t "cuda_fill_tests (both on) rc=$? $(passed "$O/fill.log")"
+grep -E '^\[  FAILED' "$O/fill.log" | head >>"$O/summary.txt"
 env "${ON[@]}" OUT=$O/tdec SUMMARY_ARGS="--window-ms $W --by-kernel" timeout 150 \
   bash tools/device/cuda_trace.sh $B bench $P --num-layers $L $LT --mode decode \
   --synthetic-context --context-length 4096 --decode-num-requests 1 --warmup-steps 5 \
