@@ -4,9 +4,10 @@
 # wq_b / the indexer's query product norm their rows, the shared w2 forms its SwiGLU): build, the
 # ops' bitwise tests (each switch both ways), a decode A/B of the four settings, every CUDA
 # suite with both switches on (golden fixtures, graphs, batch invariance), and a CUPTI trace of
-# a batch-1 step with both on (the most telling first, for a call cut short). 9 layers on an H200, 4 (hca, hca, hca, csa) on an 80 GB card. With
-# FULL_SET=1 on an H200, then issue 6's headline set with both on (bench/h200_full.sh, JSON under
-# $O/results): the detached run goes on past the call (detached.sh again to wait on it).
+# a batch-1 step with both on (the most telling first, for a call cut short). 9 layers on an
+# H200, 4 (hca, hca, hca, csa) on an 80 GB card. With FULL_SET=1 on an H200, then issue 6's
+# headline set with both on (bench/h200_full.sh, JSON under $O/results): the detached run goes on
+# past the call (detached.sh again to wait on it).
 # Usage, on the GPU machine: OUT=$OUT bash tools/device/detached.sh 540 bash tools/device/fusion_check.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
