@@ -37,18 +37,24 @@ TEST_F(Ops, RmsNormMatmulIsRmsNormThenMatmul) {
   SEED_TRACE();
   struct Shape {
     int64_t M, N, K;
-    bool fused;  // normed inside the product
+    bool inside;  // norms_inside_products: for any N (the unsplit product's rows fit)
+    bool fused;   // normed inside this product (a split one's segments may fit where K does not)
   };
-  for (const Shape& sh : std::vector<Shape>{{1, 32768, 1024, true},  // wq_b
-                                            {1, 8192, 1024, true},   // the indexer's
-                                            {4, 2048, 1024, true},
-                                            {2, 300, 4096, true},    // K split, a column tail
-                                            {1, 64, 200, true},      // a k tail; 200 % 128 != 0
-                                            {5, 2048, 1024, false},  // past the resident rows
-                                            {1, 512, 8192, false},   // past rms_norm4's rows
-                                            {1, 512, 6, false}}) {   // K % 4 != 0
+  for (const Shape& sh : std::vector<Shape>{{1, 32768, 1024, true, true},  // wq_b
+                                            {1, 8192, 1024, true, true},   // the indexer's
+                                            {4, 2048, 1024, true, true},
+                                            {2, 300, 4096, false, true},   // K split, a column tail
+                                            {1, 64, 200, true, true},      // a k tail
+                                            {5, 2048, 1024, false, true},  // split: 512 a segment
+                                            {16, 2048, 1024, false, false},  // past the rows
+                                            {1, 512, 8192, false, false},    // past rms_norm4's
+                                            {1, 512, 6, false, false}}) {    // K % 4 != 0
     const int64_t M = sh.M, N = sh.N, K = sh.K;
-    EXPECT_EQ(gpu->norms_inside_products(M, K), sh.fused) << M << "x" << K;
+    const bool was = set_cuda_product_prologues(*gpu, true);
+    EXPECT_EQ(gpu->norms_inside_products(M, K), sh.inside) << M << "x" << K;
+    set_cuda_product_prologues(*gpu, false);
+    EXPECT_FALSE(gpu->norms_inside_products(M, K)) << M << "x" << K << " switched off";
+    set_cuda_product_prologues(*gpu, was);
     Rng rng;
     const Tensor wh = rand_host(rng, {N, K}, -0.05f, 0.05f), w = to_dev(*gpu, wh, true);
     const Tensor xh = rand_host(rng, {M, K}, -3.f, 3.f), gh = rand_host(rng, {K}, 0.5f, 1.5f);
