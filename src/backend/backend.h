@@ -144,36 +144,6 @@ class Backend {
   // round x to, made by x's producer.
   virtual void matmul(const TensorView& x, const TensorView& w, const TensorView& out,
                       bool accumulate = false) = 0;
-  // out = rms_norm(x, norm_weight, eps) @ w^T: x F32 [M, K], norm_weight [K] or empty (unweighted),
-  // w and out as matmul's. One op so that a backend can norm x's rows as its product takes them
-  // in (the normed rows never written); the same values as rms_norm into a tensor of
-  // product_input_dtype(M), then matmul, which is what this default runs.
-  virtual void rms_norm_matmul(const TensorView& x, const TensorView& norm_weight, float eps,
-                               const TensorView& w, const TensorView& out) {
-    DI_CHECK(x.ndim() == 2, ErrorCode::kInvalidArgument,
-             "rms_norm_matmul: x must be [M, K], got {}", x.shape_str());
-    Tensor normed = empty({x.dim(0), x.dim(1)}, product_input_dtype(x.dim(0)));
-    rms_norm(x, norm_weight, eps, normed);
-    matmul(normed, w, out);
-  }
-  // out = swiglu(gate, up, limit) @ w^T: gate, up F32 [M, K], w and out as matmul's. One op so
-  // that a backend can form the activations as its product takes them in; the same values as
-  // swiglu into a tensor of product_input_dtype(M), then matmul, which this default runs.
-  virtual void swiglu_matmul(const TensorView& gate, const TensorView& up, float limit,
-                             const TensorView& w, const TensorView& out) {
-    DI_CHECK(gate.ndim() == 2, ErrorCode::kInvalidArgument,
-             "swiglu_matmul: gate must be [M, K], got {}", gate.shape_str());
-    Tensor act = empty({gate.dim(0), gate.dim(1)}, product_input_dtype(gate.dim(0)));
-    swiglu(gate, up, limit, act);
-    matmul(act, w, out);
-  }
-  // Whether rms_norm_matmul of `rows` rows of K columns norms them inside its product, no pass
-  // of their own: a caller with one normed input for several products calls it per product
-  // only then (else it norms once and calls matmul).
-  virtual bool norms_inside_products(int64_t rows, int64_t K) const {
-    (void)rows, (void)K;
-    return false;
-  }
   // Block-diagonal projection: x [M, G, K], w [G*N, K] (block g = rows g*N .. g*N+N-1),
   // out [M, G, N]: out[m, g] = x[m, g] @ w_g^T.
   virtual void grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) = 0;
@@ -242,24 +212,6 @@ class Backend {
   virtual void hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,
                        const TensorView& scale, float hc_eps, float norm_eps,
                        const TensorView& out) = 0;
-  // The head's site: hc_post(X, y, post, comb) into streams of its own, hc_head of those, then
-  // rms_norm(collapsed, norm_weight, norm_eps) into normed (F32 [M, D]). One op so that a backend
-  // can run it in one pass, the expanded streams never written; the same values as the three in
-  // turn, which is what this default runs.
-  virtual void hc_post_head_norm(const TensorView& X, const TensorView& y, const TensorView& post,
-                                 const TensorView& comb, const TensorView& fn,
-                                 const TensorView& base, const TensorView& scale, float hc_eps,
-                                 float norm_eps, const TensorView& norm_weight,
-                                 const TensorView& normed) {
-    DI_CHECK(X.ndim() == 3 && normed.ndim() == 2, ErrorCode::kInvalidArgument,
-             "hc_post_head_norm: X must be [M, hc, D] and normed [M, D], got {} and {}",
-             X.shape_str(), normed.shape_str());
-    Tensor streams = empty({X.dim(0), X.dim(1), X.dim(2)});
-    hc_post(X, y, post, comb, streams);
-    Tensor collapsed = empty({normed.dim(0), normed.dim(1)});
-    hc_head(streams, fn, base, scale, hc_eps, norm_eps, collapsed);
-    rms_norm(collapsed, norm_weight, norm_eps, normed);
-  }
 
   // ---- attention ----------------------------------------------------------------------------
   // Softmax-gated pooling: kv, gate [N, S, d], slot_bias [S, d] (each slot's position bias; an

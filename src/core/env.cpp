@@ -96,19 +96,6 @@ constexpr VarSpec kVars[] = {
      "site's mixing sums as it writes the streams (the mixing kernel's arithmetic in its order), "
      "one launch fewer per site, instead of the mixing kernel after it (the same bits; batch-1 "
      "decode 2% faster on the H200). 0 runs the two kernels, for A/Bs."},
-    {"DEEPINFER_CUDA_PRODUCT_PROLOGUES", VarType::kBool, "0",
-     "CUDA backend: a decode step's products apply the op that makes their operand as they "
-     "load its rows (the low-rank query's rms_norm in wq_b and the indexer's query product, the "
-     "shared expert's SwiGLU in its w2), one kernel fewer each, instead of a kernel writing the "
-     "operand first (the same bits). Off by default until a GPU run has checked and timed it "
-     "(docs/perf.md); 1 turns it on."},
-    {"DEEPINFER_CUDA_HC_ONE_LAUNCH", VarType::kBool, "0",
-     "CUDA backend: with DEEPINFER_CUDA_HC_POST_MIX, run a decode step's mHC site (the "
-     "expansion, the next site's mixing sums, its weights, collapse and norm; at the head, "
-     "hc_head and the final norm) as one kernel whose row blocks form one thread block "
-     "cluster, instead of two kernels with a grid-wide wait between them (four at the head; "
-     "the same bits). Off by default until a GPU run has checked and timed it (docs/perf.md); "
-     "1 turns it on."},
     {"DEEPINFER_CUDA_BF16_PRODUCT_INPUTS", VarType::kBool, "1",
      "CUDA backend: prefill-sized activations read only by products (the mHC sites' normed "
      "inputs, the normed low-rank query, the shared expert's SwiGLU, wo_a's output) are "

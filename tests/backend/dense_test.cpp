@@ -52,46 +52,6 @@ TEST_F(Dense, MatmulAccumulates) {
   }
 }
 
-// rms_norm_matmul is rms_norm, then matmul of the normed rows: weighted or not, and a 3-D x is
-// refused by name.
-TEST_F(Dense, RmsNormMatmulIsRmsNormThenMatmul) {
-  SEED_TRACE();
-  Rng rng;
-  const int64_t M = 3, N = 40, K = 96;
-  Tensor x = rand_tensor(rng, {M, K}, -3.f, 3.f), w = rand_tensor(rng, {N, K});
-  Tensor g = rand_tensor(rng, {K}, 0.5f, 1.5f);
-  EXPECT_FALSE(be->norms_inside_products(M, K));
-  for (bool weighted : {true, false}) {
-    const TensorView nw = weighted ? g.view() : TensorView();
-    Tensor normed = make({M, K}), want = poisoned({M, N}), got = poisoned({M, N});
-    be->rms_norm(x, nw, 1e-6f, normed);
-    be->matmul(normed, w, want);
-    be->rms_norm_matmul(x, nw, 1e-6f, w, got);
-    EXPECT_EQ(0, std::memcmp(got.data_as<float>(), want.data_as<float>(), M * N * 4)) << weighted;
-  }
-  Tensor x3 = rand_tensor(rng, {1, M, K}), out = make({M, N});
-  try {
-    be->rms_norm_matmul(x3, TensorView(), 1e-6f, w, out);
-    ADD_FAILURE() << "a 3-D x was taken";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("rms_norm_matmul"), std::string::npos) << e.what();
-  }
-}
-
-// swiglu_matmul is swiglu, then matmul of the activations.
-TEST_F(Dense, SwigluMatmulIsSwigluThenMatmul) {
-  SEED_TRACE();
-  Rng rng;
-  const int64_t M = 2, N = 24, K = 80;
-  Tensor gate = rand_tensor(rng, {M, K}, -12.f, 12.f), up = rand_tensor(rng, {M, K}, -12.f, 12.f);
-  Tensor w = rand_tensor(rng, {N, K});
-  Tensor act = make({M, K}), want = poisoned({M, N}), got = poisoned({M, N});
-  be->swiglu(gate, up, 10.f, act);
-  be->matmul(act, w, want);
-  be->swiglu_matmul(gate, up, 10.f, w, got);
-  EXPECT_EQ(0, std::memcmp(got.data_as<float>(), want.data_as<float>(), M * N * 4));
-}
-
 TEST_F(Dense, GroupedMatmulMatchesReference) {
   SEED_TRACE();
   const std::vector<std::array<int64_t, 4>> shapes = {

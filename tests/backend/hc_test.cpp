@@ -1,6 +1,4 @@
 // Hyper-connections: hc_pre (with the reference's exact Sinkhorn sequence), hc_post, hc_head.
-#include <cstring>
-
 #include "test_util.h"
 
 namespace deepinfer::test {
@@ -148,26 +146,6 @@ TEST_F(Hc, HeadCollapsesStreams) {
       pre[i] = sigmoid(f[i] * scale.data_as<float>()[0] + base.data_as<float>()[i % hc]) + hc_eps;
     EXPECT_CLOSE(out, ref_collapse(X, pre));
   }
-}
-
-// hc_post_head_norm is hc_post, hc_head of its streams, then rms_norm, bit for bit.
-TEST_F(Hc, PostHeadNormIsPostHeadThenNorm) {
-  SEED_TRACE();
-  Rng rng;
-  const int64_t M = 2, hc = 4, D = 48;
-  Tensor X = rand_tensor(rng, {M, hc, D}, -2.f, 2.f), y = rand_tensor(rng, {M, D});
-  Tensor post = rand_tensor(rng, {M, hc}, 0.f, 2.f), comb = rand_tensor(rng, {M, hc, hc}, 0.f, 1.f);
-  Tensor fn = rand_tensor(rng, {hc, hc * D}, -0.3f, 0.3f), base = rand_tensor(rng, {hc});
-  Tensor scale = rand_tensor(rng, {1}, 0.5f, 2.f), w = rand_tensor(rng, {D}, 0.5f, 1.5f);
-  Tensor s = make({M, hc, D}), h = make({M, D}), want = make({M, D}), got = make({M, D});
-  be->hc_post(X, y, post, comb, s);
-  be->hc_head(s, fn, base, scale, 1e-6f, 1e-6f, h);
-  be->rms_norm(h, w, 1e-6f, want);
-  be->hc_post_head_norm(X, y, post, comb, fn, base, scale, 1e-6f, 1e-6f, w, got);
-  EXPECT_EQ(0, std::memcmp(got.data_as<float>(), want.data_as<float>(), M * D * 4));
-  Tensor flat = make({M, hc * D});
-  EXPECT_THROW(be->hc_post_head_norm(flat, y, post, comb, fn, base, scale, 1e-6f, 1e-6f, w, got),
-               Error);
 }
 
 TEST_F(Hc, RejectsBadShapes) {

@@ -1,7 +1,8 @@
 """The study patches kept beside the tools (applied only in scratch trees or on the GPU machine)
 still apply to this tree: tools/golden/operand_rounding.patch (the CPU backend under the GPU's
-operand roundings, tools/golden/rounding_study.sh), tools/device/expert_gemm_stamps.patch and
-tools/device/weight_prefetch.patch (a dropped experiment, kept for an H200 to measure).
+operand roundings, tools/golden/rounding_study.sh), tools/device/expert_gemm_stamps.patch,
+tools/device/weight_prefetch.patch and tools/device/decode_fusions.patch (dropped experiments,
+kept for an H200 to measure).
 A change to the files they touch that breaks them fails here, not in a later session."""
 import os
 import shutil
@@ -12,7 +13,7 @@ import pytest
 ROOT = os.environ.get("DEEPINFER_SOURCE_DIR",
                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 PATCHES = ["tools/golden/operand_rounding.patch", "tools/device/expert_gemm_stamps.patch",
-           "tools/device/weight_prefetch.patch"]
+           "tools/device/weight_prefetch.patch", "tools/device/decode_fusions.patch"]
 
 
 @pytest.mark.parametrize("patch", PATCHES)

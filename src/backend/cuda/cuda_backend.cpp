@@ -265,8 +265,6 @@ CudaBackend::CudaBackend(int device)
   set_indexer_fp16_k(env::get_bool("DEEPINFER_CUDA_INDEXER_FP16_K"));
   side_stream_ = env::get_bool("DEEPINFER_CUDA_SIDE_STREAM");
   hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
-  hc_one_launch_ = env::get_bool("DEEPINFER_CUDA_HC_ONE_LAUNCH");
-  product_prologues_ = env::get_bool("DEEPINFER_CUDA_PRODUCT_PROLOGUES");
   down_combine_ = env::get_bool("DEEPINFER_CUDA_DOWN_COMBINE");
   set_expert_cluster(env::get_int("DEEPINFER_CUDA_EXPERT_CLUSTER"));
   bf16_product_inputs_ = env::get_bool("DEEPINFER_CUDA_BF16_PRODUCT_INPUTS");
@@ -605,32 +603,6 @@ bool set_cuda_hc_post_mix(Backend& backend, bool on) {
   if (!cuda) return false;
   const bool was = cuda->hc_post_mix();
   cuda->set_hc_post_mix(on);
-  return was;
-}
-
-int64_t cuda_hc_one_launch_calls(const Backend& backend) {
-  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
-  return cuda ? cuda->hc_one_launch_calls() : 0;
-}
-
-bool set_cuda_hc_one_launch(Backend& backend, bool on) {
-  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
-  if (!cuda) return false;
-  const bool was = cuda->hc_one_launch();
-  cuda->set_hc_one_launch(on);
-  return was;
-}
-
-int64_t cuda_product_prologue_calls(const Backend& backend) {
-  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
-  return cuda ? cuda->product_prologue_calls() : 0;
-}
-
-bool set_cuda_product_prologues(Backend& backend, bool on) {
-  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
-  if (!cuda) return false;
-  const bool was = cuda->product_prologues();
-  cuda->set_product_prologues(on);
   return was;
 }
 

@@ -47,15 +47,6 @@ int64_t cuda_fused_q_norm_attention_calls(const Backend& backend);
 // the switch that allows it (returns the previous setting; false off CUDA). For tests.
 int64_t cuda_hc_post_mix_calls(const Backend& backend);
 bool set_cuda_hc_post_mix(Backend& backend, bool on);
-// Of those, the calls that ran as one cluster kernel with the next site's hc_pre_norm (0 off
-// CUDA), and the switch that allows it (returns the previous setting; false off CUDA). For tests.
-int64_t cuda_hc_one_launch_calls(const Backend& backend);
-bool set_cuda_hc_one_launch(Backend& backend, bool on);
-// rms_norm_matmul and swiglu_matmul calls that formed their operand inside the product (0 off
-// CUDA), and the switch
-// that allows it (returns the previous setting; false off CUDA). For tests.
-int64_t cuda_product_prologue_calls(const Backend& backend);
-bool set_cuda_product_prologues(Backend& backend, bool on);
 // moe_experts calls whose down GEMM combined the experts' outputs (0 off CUDA), and the switch
 // that allows it (returns the previous setting; false off CUDA). For tests.
 int64_t cuda_down_combines(const Backend& backend);

@@ -146,11 +146,6 @@ class CudaBackend final : public Backend {
 
   void matmul(const TensorView& x, const TensorView& w, const TensorView& out,
               bool accumulate = false) override;
-  void rms_norm_matmul(const TensorView& x, const TensorView& norm_weight, float eps,
-                       const TensorView& w, const TensorView& out) override;
-  bool norms_inside_products(int64_t rows, int64_t K) const override;
-  void swiglu_matmul(const TensorView& gate, const TensorView& up, float limit, const TensorView& w,
-                     const TensorView& out) override;
   void grouped_matmul(const TensorView& x, const TensorView& w, const TensorView& out) override;
   void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) override;
   void add(const TensorView& a, const TensorView& b, const TensorView& out) override;
@@ -178,10 +173,6 @@ class CudaBackend final : public Backend {
                         float hc_eps, float norm_eps, const TensorView& norm_weight,
                         const TensorView& normed, const TensorView& next_post,
                         const TensorView& next_comb) override;
-  void hc_post_head_norm(const TensorView& X, const TensorView& y, const TensorView& post,
-                         const TensorView& comb, const TensorView& fn, const TensorView& base,
-                         const TensorView& scale, float hc_eps, float norm_eps,
-                         const TensorView& norm_weight, const TensorView& normed) override;
   void hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,
                const TensorView& scale, float hc_eps, float norm_eps,
                const TensorView& out) override;
@@ -260,16 +251,6 @@ class CudaBackend final : public Backend {
   // (DEEPINFER_CUDA_HC_POST_MIX).
   void set_hc_post_mix(bool on) { hc_post_mix_ = on; }
   bool hc_post_mix() const { return hc_post_mix_; }
-  // Whether rms_norm_matmul and swiglu_matmul may form their operand inside the product
-  // (DEEPINFER_CUDA_PRODUCT_PROLOGUES), and the calls that did, for tests.
-  void set_product_prologues(bool on) { product_prologues_ = on; }
-  bool product_prologues() const { return product_prologues_; }
-  int64_t product_prologue_calls() const { return product_prologue_calls_; }
-  // Whether that expansion and the next site's hc_pre_norm may run as one cluster kernel
-  // (DEEPINFER_CUDA_HC_ONE_LAUNCH), and the calls that did, for tests.
-  void set_hc_one_launch(bool on) { hc_one_launch_ = on; }
-  bool hc_one_launch() const { return hc_one_launch_; }
-  int64_t hc_one_launch_calls() const { return hc_one_launch_calls_; }
   // attention_batch_raw_q calls whose kernel normalised the queries itself, for tests.
   int64_t fused_q_norm_attention_calls() const { return fused_q_norm_attention_calls_; }
 
@@ -347,11 +328,8 @@ class CudaBackend final : public Backend {
   bool side_stream_ = true;
   bool wgmma_device_ = false, wgmma_ = false;
   int64_t wgmma_attention_calls_ = 0, fused_hc_pre_norm_calls_ = 0,
-          fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0, down_combines_ = 0,
-          hc_one_launch_calls_ = 0, product_prologue_calls_ = 0;
+          fused_q_norm_attention_calls_ = 0, hc_post_mix_calls_ = 0, down_combines_ = 0;
   bool hc_post_mix_ = true;          // DEEPINFER_CUDA_HC_POST_MIX
-  bool hc_one_launch_ = false;       // DEEPINFER_CUDA_HC_ONE_LAUNCH
-  bool product_prologues_ = false;   // DEEPINFER_CUDA_PRODUCT_PROLOGUES
   bool down_combine_ = true;         // DEEPINFER_CUDA_DOWN_COMBINE
   int expert_cluster_ = 2;           // DEEPINFER_CUDA_EXPERT_CLUSTER
   bool bf16_product_inputs_ = true;  // DEEPINFER_CUDA_BF16_PRODUCT_INPUTS

@@ -45,9 +45,9 @@ HcShape check_hc_pre(const char* op, const TensorView& X, const TensorView& fn,
   return {M, hc, D};
 }
 
-// hc_post's checks of X, y, post and comb; returns X's shape.
-HcShape check_hc_post_inputs(const char* op, const TensorView& X, const TensorView& y,
-                             const TensorView& post, const TensorView& comb) {
+// hc_post's checks of X, y, post, comb and out; returns X's shape.
+HcShape check_hc_post(const char* op, const TensorView& X, const TensorView& y,
+                      const TensorView& post, const TensorView& comb, const TensorView& out) {
   expect(op, "X", X, DType::kF32, {kAny, kAny, kAny});
   const int64_t M = X.dim(0), hc = X.dim(1), D = X.dim(2);
   DI_CHECK(hc <= kMaxHc, ErrorCode::kUnsupported, "{}: {} streams exceed the supported {}", op, hc,
@@ -55,13 +55,6 @@ HcShape check_hc_post_inputs(const char* op, const TensorView& X, const TensorVi
   expect(op, "y", y, DType::kF32, {M, D});
   expect(op, "post", post, DType::kF32, {M, hc});
   expect(op, "comb", comb, DType::kF32, {M, hc, hc});
-  return {M, hc, D};
-}
-
-// ... and of out.
-HcShape check_hc_post(const char* op, const TensorView& X, const TensorView& y,
-                      const TensorView& post, const TensorView& comb, const TensorView& out) {
-  const auto [M, hc, D] = check_hc_post_inputs(op, X, y, post, comb);
   expect(op, "out", out, DType::kF32, {M, hc, D});
   expect_no_alias(op, "out", out, "X", X);
   expect_no_alias(op, "out", out, "y", y);
@@ -140,54 +133,20 @@ void CudaBackend::hc_post_pre_norm(const TensorView& X, const TensorView& y, con
     const float* w = given(norm_weight) ? norm_weight.data_as<float>() : nullptr;
     if (hc_post_mix_fused(M, hc, D, w, normed.data()) && aligned16(fn.data())) {
       const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, (2 + hc) * hc) * 4);
-      bool one_launch = false;
       check(launch_hc_post_pre_norm(
                 X.data_as<float>(), y.data_as<float>(), post.data_as<float>(),
                 comb.data_as<float>(), M, hc, D, out.data_as<float>(), fn.data_as<float>(),
                 base.data_as<float>(), scale.data_as<float>(), sinkhorn_iters, hc_eps, norm_eps, w,
                 normed_out(normed), next_post.data_as<float>(), next_comb.data_as<float>(),
-                static_cast<float*>(partial.get()), hc_one_launch_, &one_launch, ctx_->stream()),
+                static_cast<float*>(partial.get()), ctx_->stream()),
             op);
       ++hc_post_mix_calls_;
-      if (one_launch) ++hc_one_launch_calls_;
       ++fused_hc_pre_norm_calls_;
       return;
     }
   }
   Backend::hc_post_pre_norm(X, y, post, comb, out, fn, base, scale, sinkhorn_iters, hc_eps,
                             norm_eps, norm_weight, normed, next_post, next_comb);
-}
-
-void CudaBackend::hc_post_head_norm(const TensorView& X, const TensorView& y,
-                                    const TensorView& post, const TensorView& comb,
-                                    const TensorView& fn, const TensorView& base,
-                                    const TensorView& scale, float hc_eps, float norm_eps,
-                                    const TensorView& norm_weight, const TensorView& normed) {
-  const char* op = "hc_post_head_norm";
-  if (hc_post_mix_ && hc_one_launch_) {  // else the three ops check their own arguments
-    OpScope s(*this, op);
-    const auto [M, hc, D] = check_hc_post_inputs(op, X, y, post, comb);
-    expect(op, "fn", fn, DType::kF32, {hc, hc * D});
-    expect(op, "base", base, DType::kF32, {hc});
-    expect(op, "scale", scale, DType::kF32, {1});
-    expect(op, "normed", normed, DType::kF32, {M, D});
-    expect_no_alias(op, "normed", normed, "X", X);
-    expect_no_alias(op, "normed", normed, "y", y);
-    if (given(norm_weight)) expect(op, "norm_weight", norm_weight, DType::kF32, {D});
-    const float* w = given(norm_weight) ? norm_weight.data_as<float>() : nullptr;
-    const std::shared_ptr<void> partial = scratch(hc_partial_floats(M, hc, D, hc) * 4);
-    const cudaError_t e = launch_hc_post_head_norm(
-        X.data_as<float>(), y.data_as<float>(), post.data_as<float>(), comb.data_as<float>(), M, hc,
-        D, fn.data_as<float>(), base.data_as<float>(), scale.data_as<float>(), hc_eps, norm_eps, w,
-        normed_out(normed), static_cast<float*>(partial.get()), ctx_->stream());
-    if (e != cudaErrorNotSupported) {
-      check(e, op);
-      ++hc_one_launch_calls_;
-      return;
-    }
-  }
-  Backend::hc_post_head_norm(X, y, post, comb, fn, base, scale, hc_eps, norm_eps, norm_weight,
-                             normed);
 }
 
 void CudaBackend::hc_head(const TensorView& X, const TensorView& fn, const TensorView& base,

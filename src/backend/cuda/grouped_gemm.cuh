@@ -125,40 +125,7 @@ struct GroupedArgs {
   // kFp4 (the experts' GEMMs on MXFP4 weights, w1 / w3 unused): packed [E, N, K / 2] and
   // scales [E, K / 32, N] (kernels.h, Mxfp4Matrix); q3 / qs3 up only.
   const uint8_t *q1 = nullptr, *q3 = nullptr, *qs1 = nullptr, *qs3 = nullptr;
-  // kResA's AOp::kRmsNorm: norm_w [K] (or null: unweighted) and eps; AOp::kSwiglu: x_f32 is the
-  // gate, x_up the up rows (the same layout), limit the clamp.
-  const float* norm_w = nullptr;
-  float norm_eps = 0.f;
-  const float* x_up = nullptr;
 };
-
-// What a resident A is of its fp32 rows: the rows as they are, rms_norm of them (rms_norm4_inv,
-// scale4), or swiglu1 of gate and up rows: the values the op's own kernel would write in fp32,
-// so the same bf16 operand.
-enum class AOp { kAsIs, kRmsNorm, kSwiglu };
-
-// 1 / rms of row xr's K <= 4096 columns as rms_norm4_kernel forms it (its warp w sums the squares
-// of columns [128 w, 128 w + 128), one float4 a lane; the row's sum is the butterfly over those
-// warp sums), by one warp: the same bits.
-__device__ __forceinline__ float rms_norm4_inv(const float* xr, int64_t K, float eps) {
-  const int lane = threadIdx.x & 31, groups = static_cast<int>((K + 127) / 128);
-  float mine = 0.f;  // lane g: group g's sum
-  for (int g0 = 0; g0 < groups; g0 += 8) {
-    float4 v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int64_t i = int64_t{g0 + u} * 128 + 4 * lane;
-      v[u] = g0 + u < groups && i < K ? __ldg(reinterpret_cast<const float4*>(xr + i))
-                                      : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const float ss = warp_sum(sum_sq4(v[u]));
-      if (lane == g0 + u) mine = ss;
-    }
-  }
-  return inv_rms(warp_sum(mine), K, eps);
-}
 
 // Clusters of a split's segments: at most this many (the portable cluster size); more segments
 // take the workspace and counters.
@@ -321,7 +288,7 @@ constexpr int kPackedLd = 48;
 // same of w3. kResA (dense modes, g.x_f32): A resident in shared memory after the weight stages.
 // kFp4 (kUp / kDown): MXFP4 weights (g.q*), staged packed and widened as the fragments are read
 // into the values dequantising gives, so the outputs are the bf16 weights' bits; K % 64 == 0.
-template <Mode kMode, typename T, bool kResA = false, bool kFp4 = false, AOp kAOp = AOp::kAsIs>
+template <Mode kMode, typename T, bool kResA = false, bool kFp4 = false>
 __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g) {
   constexpr bool kUp = kMode == kUpGemm, kDown = kMode == kDownGemm;
   constexpr bool kSplit = kMode == kDenseSplitGemm;
@@ -561,56 +528,30 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   const int64_t lda = resident_lda(KT - kt0);
   __nv_bfloat16* a_zero = Ares + rows * lda;
   if constexpr (kResA) {
-    __shared__ float row_inv[T::BM];  // kRmsNorm: each row's 1 / rms, formed first
-    if constexpr (kAOp == AOp::kRmsNorm) {
-      static_assert(NT == 32, "resident A is the one-warp tile's");
-      for (int r = 0; r < rows; ++r) {
-        const float inv =
-            rms_norm4_inv(g.x_f32 + blockIdx.y * g.sx + (r0 + r) * g.ldx, K, g.norm_eps);
-        if (lane == 0) row_inv[r] = inv;
-      }
-      __syncwarp();
-    }
     // 32-bit positions stepped without division (a 64-bit divide per load made this prologue
     // ~1800 instructions, half a one-row product's time in ncu's samples).
     const float* xa = g.x_f32 + blockIdx.y * g.sx + r0 * g.ldx + static_cast<int64_t>(kt0) * kBK;
     const int per_row = (KT - kt0) * (kBK / 4);  // float4s of a row's segment (a multiple of 16)
     const int k_left = static_cast<int>(K - static_cast<int64_t>(kt0) * kBK);  // valid k
-    // float4 loads in flight per thread (kSwiglu: of each of its two inputs)
-    constexpr int kBatch = kAOp == AOp::kSwiglu ? 8 : 16;
+    constexpr int kBatch = 16;                  // float4 loads in flight per thread
     int r = tid / per_row, k4 = tid % per_row;  // this thread's next float4 (row, column)
     while (r < rows) {
       float4 v[kBatch];
-      float4 up[kAOp == AOp::kSwiglu ? kBatch : 1];
       int vr[kBatch], vk[kBatch];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         vr[u] = r;
         vk[u] = k4 * 4;
-        const bool in = r < rows && vk[u] < k_left;
-        v[u] = in ? __ldg(reinterpret_cast<const float4*>(xa + r * g.ldx + vk[u]))
-                  : make_float4(0.f, 0.f, 0.f, 0.f);
-        if constexpr (kAOp == AOp::kSwiglu)
-          up[u] =
-              in ? __ldg(reinterpret_cast<const float4*>(xa - g.x_f32 + g.x_up + r * g.ldx + vk[u]))
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[u] = r < rows && vk[u] < k_left
+                   ? __ldg(reinterpret_cast<const float4*>(xa + r * g.ldx + vk[u]))
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
         for (k4 += NT; k4 >= per_row; k4 -= per_row) ++r;
       }
 #pragma unroll
       for (int u = 0; u < kBatch; ++u)
-        if (vr[u] < rows) {
-          // The op's values of the columns there are (zeros past K), as its kernel writes them.
-          float4 a = v[u];
-          if constexpr (kAOp == AOp::kRmsNorm)
-            if (vk[u] < k_left)
-              a = scale4(v[u], row_inv[vr[u]], g.norm_w, static_cast<int64_t>(kt0) * kBK + vk[u]);
-          if constexpr (kAOp == AOp::kSwiglu)
-            if (vk[u] < k_left)
-              a = make_float4(swiglu1(v[u].x, up[u].x, g.limit), swiglu1(v[u].y, up[u].y, g.limit),
-                              swiglu1(v[u].z, up[u].z, g.limit), swiglu1(v[u].w, up[u].w, g.limit));
+        if (vr[u] < rows)
           *reinterpret_cast<uint2*>(Ares + vr[u] * lda + vk[u]) =
-              make_uint2(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w));
-        }
+              make_uint2(pack_bf16(v[u].x, v[u].y), pack_bf16(v[u].z, v[u].w));
     }
     if (tid < 2) reinterpret_cast<uint4*>(a_zero)[tid] = make_uint4(0u, 0u, 0u, 0u);
     __syncthreads();

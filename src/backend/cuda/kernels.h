@@ -111,28 +111,14 @@ cudaError_t launch_hc_post(const float* X, const float* y, const float* post, co
 // launch_hc_post into out, then launch_hc_pre_norm of out, with the mixing pass folded into the
 // expansion (each block forms the partials of the chunks it writes, by the mixing kernel's
 // chains: the same bits) where hc_post_mix_fused() holds: decode-sized M (fn is staged per row),
-// D a multiple of the 128-column chunk, hc <= 4, and hc_pre_norm_fused(). With one_launch, where
-// D is a multiple of 256 and a row's D / 256 blocks fit as one resident cluster, the two kernels
-// are one, the row's blocks exchanging the partials and the norm's sums in the cluster (the same
-// bits; *ran_one_launch says whether it ran so).
+// D a multiple of the 128-column chunk, hc <= 4, and hc_pre_norm_fused().
 bool hc_post_mix_fused(int64_t M, int64_t hc, int64_t D, const float* norm_w, const void* normed);
 cudaError_t launch_hc_post_pre_norm(const float* X, const float* y, const float* post,
                                     const float* comb, int64_t M, int64_t hc, int64_t D, float* out,
                                     const float* fn, const float* base, const float* scale,
                                     int iters, float hc_eps, float norm_eps, const float* norm_w,
                                     NormedOut normed, float* next_post, float* next_comb,
-                                    float* partial, bool one_launch, bool* ran_one_launch,
-                                    cudaStream_t stream);
-// launch_hc_post, launch_hc_head of its output, then launch_rms_norm of that (norm_w, norm_eps)
-// into normed, as one cluster kernel (the expansion not written): where hc_post_mix_fused()
-// holds, D is a multiple of 256 and a row's D / 256 blocks fit as one resident cluster; else
-// cudaErrorNotSupported, nothing queued. The same bits as the three. partial:
-// hc_partial_floats(M, hc, D, hc) floats.
-cudaError_t launch_hc_post_head_norm(const float* X, const float* y, const float* post,
-                                     const float* comb, int64_t M, int64_t hc, int64_t D,
-                                     const float* fn, const float* base, const float* scale,
-                                     float hc_eps, float norm_eps, const float* norm_w,
-                                     NormedOut normed, float* partial, cudaStream_t stream);
+                                    float* partial, cudaStream_t stream);
 cudaError_t launch_hc_head(const float* X, int64_t M, int64_t hc, int64_t D, const float* fn,
                            const float* base, const float* scale, float hc_eps, float norm_eps,
                            float* out, float* partial, int sms, cudaStream_t stream);
@@ -491,27 +477,6 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
                                   int64_t ldw, int64_t sw, float* out, int64_t ldo, int64_t so,
                                   int64_t M, int64_t N, int64_t K, int64_t batch, bool accumulate,
                                   float* partials, int32_t* counters, cudaStream_t stream);
-// The same product of rms_norm(x, norm_w (null: unweighted), norm_eps) where
-// dense_gemm_norm_supported: each block forms its rows' 1 / rms as rms_norm's kernel does (K <=
-// 4096 columns, its warp sums and their butterfly) and norms them as it makes them resident, so
-// the same bits as launch_rms_norm into fp32 rows, then launch_dense_gemm_f32 of those.
-bool dense_gemm_norm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, const float* x,
-                               const void* w, const float* norm_w);
-// Whether M rows of K columns are normed inside such products for any N (the unsplit product's
-// resident rows fit): what a caller may count on before it has the weights.
-bool dense_gemm_norm_fits(int64_t M, int64_t K);
-// The same product of swiglu(gate, up, limit) (gate, up fp32 [M, K], contiguous) where
-// dense_gemm_swiglu_supported: each block forms its rows' values by swiglu1 as it makes them
-// resident, so the same bits as launch_swiglu into fp32 rows, then launch_dense_gemm_f32.
-bool dense_gemm_swiglu_supported(int64_t M, int64_t N, int64_t K, const float* gate,
-                                 const float* up, const void* w);
-cudaError_t launch_dense_gemm_swiglu(const float* gate, const float* up, float limit,
-                                     const uint16_t* w, float* out, int64_t M, int64_t N, int64_t K,
-                                     float* partials, int32_t* counters, cudaStream_t stream);
-cudaError_t launch_dense_gemm_normed(const float* x, int64_t ldx, const float* norm_w,
-                                     float norm_eps, const uint16_t* w, int64_t ldw, float* out,
-                                     int64_t ldo, int64_t M, int64_t N, int64_t K, float* partials,
-                                     int32_t* counters, cudaStream_t stream);
 // For benchmarks: false makes dense_gemm_f32_supported answer false (products go through the
 // cast), to time the two side by side.
 void set_dense_gemm_f32(bool on);

@@ -95,14 +95,13 @@ int64_t dense_gemm_partials(int64_t M, int64_t N, int64_t K, int64_t batch) {
 
 namespace {
 
-// Thin tiles with the block's rows of fp32 x resident as bf16 (grouped_gemm_kernel's kResA), as
-// they are or after kAOp's op.
-template <Mode kMode, AOp kAOp = AOp::kAsIs>
+// Thin tiles with the block's rows of fp32 x resident as bf16 (grouped_gemm_kernel's kResA).
+template <Mode kMode>
 cudaError_t launch_resident_a(const GroupedArgs& a, int64_t M, int64_t batch, cudaStream_t stream) {
   using T = Thin;
   constexpr size_t stage_bytes = static_cast<size_t>(T::STAGES) * T::BN * kLd * 2;
   const size_t smem = resident_smem(M, a.seg_tiles);
-  auto* kernel = grouped_gemm_kernel<kMode, T, true, false, kAOp>;
+  auto* kernel = grouped_gemm_kernel<kMode, T, true>;
   static const cudaError_t attr = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(stage_bytes + (kResidentAMaxElems + 8 * T::BM + 16) * 2));
@@ -196,63 +195,6 @@ cudaError_t launch_dense_gemm_f32(const float* x, int64_t ldx, int64_t sx, const
                                    accumulate, partials, counters);
   return a.splits > 1 ? launch_resident_a<kDenseSplitGemm>(a, M, batch, stream)
                       : launch_resident_a<kDenseGemm>(a, M, batch, stream);
-}
-
-bool dense_gemm_norm_fits(int64_t M, int64_t K) {
-  return dense_f32_on && M >= 1 && M <= Thin::BM && K % 4 == 0 && K <= kRmsNorm4MaxCols &&
-         M * ((K + kBK - 1) / kBK) * kBK <= resident_a_elems;
-}
-
-bool dense_gemm_norm_supported(int64_t M, int64_t N, int64_t K, int64_t ldx, const float* x,
-                               const void* w, const float* norm_w) {
-  // rms_norm4_kernel's rows: K % 4 == 0 up to kRmsNorm4MaxCols, 16-byte aligned.
-  return K % 4 == 0 && K <= kRmsNorm4MaxCols && aligned16(x) && (!norm_w || aligned16(norm_w)) &&
-         dense_gemm_f32_supported(M, N, K, 1, ldx, K, x, w);
-}
-
-namespace {
-
-// A one-batch product of a resident A made by kAOp from fp32 rows (a's op fields set).
-template <AOp kAOp>
-cudaError_t launch_resident_op(GroupedArgs a, int64_t M, cudaStream_t stream) {
-  return a.splits > 1 ? launch_resident_a<kDenseSplitGemm, kAOp>(a, M, 1, stream)
-                      : launch_resident_a<kDenseGemm, kAOp>(a, M, 1, stream);
-}
-
-}  // namespace
-
-cudaError_t launch_dense_gemm_normed(const float* x, int64_t ldx, const float* norm_w,
-                                     float norm_eps, const uint16_t* w, int64_t ldw, float* out,
-                                     int64_t ldo, int64_t M, int64_t N, int64_t K, float* partials,
-                                     int32_t* counters, cudaStream_t stream) {
-  if (M <= 0 || N <= 0) return cudaSuccess;
-  if (!dense_gemm_norm_supported(M, N, K, ldx, x, w, norm_w) || ldw != K)
-    return cudaErrorInvalidValue;
-  if (!partials_given(M, N, K, 1, partials, counters)) return cudaErrorInvalidValue;
-  GroupedArgs a =
-      dense_args(nullptr, x, ldx, 0, w, ldw, 0, out, ldo, 0, M, N, K, 1, false, partials, counters);
-  a.norm_w = norm_w;
-  a.norm_eps = norm_eps;
-  return launch_resident_op<AOp::kRmsNorm>(a, M, stream);
-}
-
-bool dense_gemm_swiglu_supported(int64_t M, int64_t N, int64_t K, const float* gate,
-                                 const float* up, const void* w) {
-  return K % 4 == 0 && aligned16(gate) && aligned16(up) &&
-         dense_gemm_f32_supported(M, N, K, 1, K, K, gate, w);
-}
-
-cudaError_t launch_dense_gemm_swiglu(const float* gate, const float* up, float limit,
-                                     const uint16_t* w, float* out, int64_t M, int64_t N, int64_t K,
-                                     float* partials, int32_t* counters, cudaStream_t stream) {
-  if (M <= 0 || N <= 0) return cudaSuccess;
-  if (!dense_gemm_swiglu_supported(M, N, K, gate, up, w)) return cudaErrorInvalidValue;
-  if (!partials_given(M, N, K, 1, partials, counters)) return cudaErrorInvalidValue;
-  GroupedArgs a =
-      dense_args(nullptr, gate, K, 0, w, K, 0, out, N, 0, M, N, K, 1, false, partials, counters);
-  a.x_up = up;
-  a.limit = limit;
-  return launch_resident_op<AOp::kSwiglu>(a, M, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -61,7 +61,7 @@ void set_cluster_reductions(bool on) {
 
 bool clusters_resident(const void* kernel, int threads, size_t smem, int cluster_size,
                        int64_t clusters) {
-  if (!cluster_reductions || cluster_size < 2 || cluster_size > 16 || !cluster_launch_supported())
+  if (!cluster_reductions || cluster_size < 2 || cluster_size > 8 || !cluster_launch_supported())
     return false;
   int device = 0;
   cudaGetDevice(&device);

@@ -26,8 +26,7 @@ bool programmatic_launch();
 // graph keeps it per node), and which (set_launch_priority in kernels.h).
 bool launch_priority(int* priority);
 
-// Whether `clusters` thread block clusters of `cluster_size` (2-16; past 8 the kernel allows
-// non-portable sizes) blocks of `kernel` (`threads`
+// Whether `clusters` thread block clusters of `cluster_size` (2-8) blocks of `kernel` (`threads`
 // per block, `smem` dynamic bytes each) are all resident at once on the current device, asked
 // once per kernel and shape; false where cluster reductions are off (set_cluster_reductions in
 // kernels.h) or the device has no clusters. Split work reduces inside clusters only then: past

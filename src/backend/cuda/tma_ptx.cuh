@@ -107,20 +107,6 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, i
 #endif
 }
 
-// `bytes` (a multiple of 16; both addresses 16-byte aligned) of global memory from src into
-// shared memory at dst, completing `bar`'s transaction bytes (a bulk copy: no thread waits on
-// its loads, and the TMA unit takes one instruction for the whole run).
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-#if DI_HAVE_WGMMA
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
-#endif
-}
-
 // tma_load_3d into the same shared-memory offset of every block of the cluster in `mask` (bit
 // r: rank r), each completing the mbarrier at bar's offset in its own shared memory.
 __device__ __forceinline__ void tma_load_3d_multicast(void* dst, const CUtensorMap* map, int c0,

@@ -280,20 +280,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   // backend's attention normalises and rotates them as it reads them (raw_q), it gets wq_b's
   // output; else they are normalised beside the key chain.
   const Tensor& qa = xp[0];
-  // The normed low-rank query qr, read by products only: each forms it itself where the backend
-  // norms inside its products (decode), else it is normed once (norm_low_rank_query).
-  const bool q_normed_in_products = b.norms_inside_products(T, c.q_lora_rank);
-  const Tensor qr =
-      q_normed_in_products ? Tensor() : b.empty({T, c.q_lora_rank}, b.product_input_dtype(T));
-  const auto norm_low_rank_query = [&] {
-    if (!q_normed_in_products) b.rms_norm(qa, w.q_norm, eps, qr);
-  };
-  const auto low_rank_query_product = [&](const Tensor& weight, const TensorView& out) {
-    if (q_normed_in_products)
-      b.rms_norm_matmul(qa, w.q_norm, eps, weight, out);
-    else
-      b.matmul(qr, weight, out);
-  };
+  Tensor qr = b.empty({T, c.q_lora_rank}, b.product_input_dtype(T));  // read by products only
   const bool raw_q = b.attention_normalises_raw_q(T, H, hd, inv_freq.dim(0));
   Tensor q_raw = b.empty({T * H, hd});
   Tensor q = raw_q ? Tensor() : b.empty({T, H, hd});
@@ -333,15 +320,15 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
   };
   // The queries' up projection and, where the attention does not, their norm and RoPE.
   const auto project_queries = [&] {
-    low_rank_query_product(w.wq_b, q_raw.view().reshape({T, H * hd}));
+    b.matmul(qr, w.wq_b, q_raw.view().reshape({T, H * hd}));
     if (!raw_q) b.rms_norm_rope(q_raw3, TensorView(), eps, in.positions_dev, inv_freq, q);
   };
   // CSA: the indexer's queries, a product of the normed low-rank query.
   const bool csa = c.layer_types[layer] == AttnType::kCSA;
   const auto project_index_queries = [&] {
     Tensor index_q = b.empty({T, c.index_n_heads, c.index_head_dim});
-    low_rank_query_product(
-        w.indexer.wq_b, index_q.view().reshape({T, int64_t{c.index_n_heads} * c.index_head_dim}));
+    b.matmul(qr, w.indexer.wq_b,
+             index_q.view().reshape({T, int64_t{c.index_n_heads} * c.index_head_dim}));
     return index_q;
   };
   if (csa && T <= kSplitKeyChainMaxRows) {
@@ -354,7 +341,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
       SideBranch side(b);
       stage_keys();
       side.to_main();
-      norm_low_rank_query();
+      b.rms_norm(qa, w.q_norm, eps, qr);
       index_q = project_index_queries();
     }  // joined: the selection reads both branches
     SideBranch side(b);
@@ -363,7 +350,7 @@ Tensor attention_block(Backend& b, const ModelConfig& c, const ModelWeights& wei
     side.to_main();
     project_queries();
   } else {
-    norm_low_rank_query();
+    b.rms_norm(qa, w.q_norm, eps, qr);
     // One branch beside wq_b; a larger CSA step's indexer queries first, alone.
     Tensor index_q = csa ? project_index_queries() : Tensor();
     SideBranch side(b);

@@ -27,9 +27,16 @@ namespace {
 
 // The residual streams between mHC sites: X, and the last site's expansion (hc_post of X with
 // its block's output y) when it is still to run: the next site runs it with its own collapse
-// (hc_post_pre_norm), the head with its own (hc_post_head_norm).
+// (hc_post_pre_norm), the head on its own (expanded()).
 struct Streams {
   Tensor X, y, post, comb;  // y, post, comb: empty once expanded
+
+  Tensor expanded(Backend& b) const {
+    if (!y.defined()) return X;
+    Tensor next = b.empty({X.dim(0), X.dim(1), X.dim(2)});
+    b.hc_post(X, y, post, comb, next);
+    return next;
+  }
   // The same streams at rows `rows` (I32 [R] on the device) only, gathered before the expansion:
   // every step of it and of the head works row by row.
   Streams gathered(Backend& b, const Tensor& rows) const {
@@ -192,18 +199,12 @@ Tensor Model::run(std::span<const BatchItem> items, bool logits_to_host) {
   // so a prompt's other rows need neither (at 65,536 prompt tokens, a whole expansion and
   // collapse of the streams).
   if (R != T) streams = streams.gathered(b, upload_i32(b, logit_rows));
-  const float hc_eps = static_cast<float>(c.hc_eps), eps = static_cast<float>(c.rms_norm_eps);
+  const Tensor X = streams.expanded(b);
+  Tensor h = b.empty({R, D});
+  b.hc_head(X, weights_.hc_head_fn, weights_.hc_head_base, weights_.hc_head_scale,
+            static_cast<float>(c.hc_eps), static_cast<float>(c.rms_norm_eps), h);
   Tensor hn = b.empty({R, D});
-  if (streams.y.defined()) {
-    b.hc_post_head_norm(streams.X, streams.y, streams.post, streams.comb, weights_.hc_head_fn,
-                        weights_.hc_head_base, weights_.hc_head_scale, hc_eps, eps, weights_.norm,
-                        hn);
-  } else {  // no layer ran a site
-    Tensor h = b.empty({R, D});
-    b.hc_head(streams.X, weights_.hc_head_fn, weights_.hc_head_base, weights_.hc_head_scale, hc_eps,
-              eps, h);
-    b.rms_norm(h, weights_.norm, eps, hn);
-  }
+  b.rms_norm(h, weights_.norm, static_cast<float>(c.rms_norm_eps), hn);
   Tensor logits_dev = b.empty({R, c.vocab_size});
   b.matmul(hn, weights_.head, logits_dev);
   if (graph) graph->finish();

@@ -20,7 +20,7 @@ ScoringFunc scoring(RouterScoring s) {
 Tensor moe_block(Backend& b, const ModelConfig& c, const MoeWeights& w, const TensorView& x,
                  const StepInputs& in) {
   const int64_t S = in.num_tokens;
-  const int k = c.num_experts_per_tok;
+  const int k = c.num_experts_per_tok, I = c.moe_intermediate_size;
   const float limit = static_cast<float>(c.swiglu_limit);
 
   // Router logits and the shared expert's gate and up in one GEMM (weights.h: x_proj).
@@ -28,6 +28,7 @@ Tensor moe_block(Backend& b, const ModelConfig& c, const MoeWeights& w, const Te
   const Tensor& logits = xp[0];
   Tensor weights = b.empty({S, k});
   Tensor idx = b.empty({S, k}, DType::kI32);
+  Tensor h = b.empty({S, I}, b.product_input_dtype(S));  // read by the shared w2 only
   Tensor out = b.empty({S, c.hidden_size});
   Tensor plan;
   {
@@ -38,7 +39,8 @@ Tensor moe_block(Backend& b, const ModelConfig& c, const MoeWeights& w, const Te
             static_cast<float>(c.routed_scaling_factor), weights, idx);
     plan = b.moe_plan(idx, w.w1.dim(0));
     side.to_main();
-    b.swiglu_matmul(xp[1], xp[2], limit, w.shared_w2, out);
+    b.swiglu(xp[1], xp[2], limit, h);
+    b.matmul(h, w.shared_w2, out);
   }  // joined: the routed experts read the selection and add into the shared expert's out
   b.moe_experts(x, idx, weights, ExpertWeights{w.w1, w.w3, w.w2, w.s1, w.s3, w.s2}, limit, plan,
                 out);
