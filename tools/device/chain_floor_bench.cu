@@ -221,7 +221,8 @@ double layer_bytes() {
   return b;
 }
 
-enum class Mode { kLaunches, kChain, kChainRing };
+// kLaunchesPerUnit: the engine's grid, a block per unit (WARPS = 1 for the engine's one warp).
+enum class Mode { kLaunches, kLaunchesPerUnit, kChain, kChainRing };
 
 template <int S, int WARPS>
 float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int sms,
@@ -240,7 +241,7 @@ float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int 
   cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
   const int P = static_cast<int>(host.size());
   cudaMemsetAsync(arrive, 0, P * sizeof(int), st);
-  auto launch = [&](int first, int count, bool coop) {
+  auto launch = [&](int first, int count, bool coop, int grid_warps) {
     cudaLaunchAttribute attr[1] = {};
     if (coop) {
       attr[0].id = cudaLaunchAttributeCooperative;
@@ -250,20 +251,22 @@ float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int 
       attr[0].val.programmaticStreamSerializationAllowed = 1;
     }
     cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(blocks);
+    cfg.gridDim = dim3(grid_warps / WARPS);
     cfg.blockDim = dim3(32 * WARPS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    const Plan pl{dev + first, count, wt, arrive + first};
+    const Plan pl{dev + first, count, grid_warps, arrive + first};
     const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, pl);
     if (e != cudaSuccess) printf("launch: %s\n", cudaGetErrorString(e));
   };
   if (mode == Mode::kLaunches)
-    for (int p = 0; p < P; ++p) launch(p, 1, false);
+    for (int p = 0; p < P; ++p) launch(p, 1, false, wt);
+  else if (mode == Mode::kLaunchesPerUnit)
+    for (int p = 0; p < P; ++p) launch(p, 1, false, (host[p].units + WARPS - 1) / WARPS * WARPS);
   else
-    launch(0, P, true);
+    launch(0, P, true, wt);
   cudaStreamEndCapture(st, &g);
   cudaGraphExec_t ge;
   if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
@@ -338,11 +341,13 @@ int main(int argc, char** argv) {
     printf("%-34s %8.2f us a layer  %5.2f TB/s  %4.2fx bytes  (%d warps/SM)\n", name, us,
            layer_bytes() / us / 1e6, us / roof, wps);
   };
-  const char* names[] = {"launches", "chain", "chain+ring"};
+  int wps = 0;
+  row("launches, a 1-warp block per unit S8",
+      run<8, 1>(Mode::kLaunchesPerUnit, host, dev, arrive, sms, &wps), 0);
+  const char* names[] = {"launches", "", "chain", "chain+ring"};
   for (Mode m : {Mode::kLaunches, Mode::kChain, Mode::kChainRing}) {
     const int i = static_cast<int>(m);
     char label[64];
-    int wps = 0;
     snprintf(label, sizeof label, "%s S8 x 4 warps", names[i]);
     row(label, run<8, 4>(m, host, dev, arrive, sms, &wps), wps);
     snprintf(label, sizeof label, "%s S8 x 8 warps", names[i]);
