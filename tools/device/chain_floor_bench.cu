@@ -6,7 +6,8 @@
 // 16 weight rows x 64 k per cp.async stage, ldmatrix + mma.sync on a resident A, the engine's
 // split rule) runs three ways:
 //   launches     one kernel per product, programmatic dependents in a graph, each loading its
-//                first S - 1 stages before griddepcontrol.wait (as the engine's products do);
+//                first S - 1 stages before griddepcontrol.wait and triggering its dependents
+//                once its last stage is issued (as the engine's products do);
 //   chain        one cooperative kernel for every product: a warp arrives on the product's
 //                counter when its units are done and waits for the whole grid's arrivals before
 //                its first item of the next product; its ring drains at the boundary;
@@ -126,6 +127,9 @@ __global__ void __launch_bounds__(32 * WARPS) chain_kernel(Plan pl) {
       }
       ld.step(pl, gw);
       ++issued;
+      // The last weights are on their way: a launched product's dependents may start (the
+      // engine's products trigger there too); a no-op without programmatic dependents.
+      if (ld.done) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     }
     cp_async_commit();  // empty when nothing was issued: the group count stays uniform
   };
