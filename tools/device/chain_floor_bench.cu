@@ -241,10 +241,7 @@ float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int 
   const int blocks = per_sm * sms, wt = blocks * WARPS;
   cudaStream_t st;
   cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
-  cudaGraph_t g;
-  cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
   const int P = static_cast<int>(host.size());
-  cudaMemsetAsync(arrive, 0, P * sizeof(int), st);
   auto launch = [&](int first, int count, bool coop, int grid_warps) {
     cudaLaunchAttribute attr[1] = {};
     if (coop) {
@@ -262,29 +259,43 @@ float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int 
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     const Plan pl{dev + first, count, grid_warps, arrive + first};
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, pl);
+    return cudaLaunchKernelEx(&cfg, kernel, pl);
+  };
+  auto enqueue = [&] {
+    cudaError_t e = cudaMemsetAsync(arrive, 0, P * sizeof(int), st);
+    if (mode == Mode::kLaunches)
+      for (int p = 0; p < P && e == cudaSuccess; ++p) e = launch(p, 1, false, wt);
+    else if (mode == Mode::kLaunchesPerUnit)
+      for (int p = 0; p < P && e == cudaSuccess; ++p)
+        e = launch(p, 1, false, (host[p].units + WARPS - 1) / WARPS * WARPS);
+    else
+      e = launch(0, P, true, wt);
+    return e;
+  };
+  // In a graph where the runtime captures the launches; else (a cooperative launch it does not
+  // capture) launched directly, one host launch more per layer set.
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
+  const cudaError_t captured = enqueue();
+  if (cudaStreamEndCapture(st, &g) != cudaSuccess || captured != cudaSuccess ||
+      cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+    printf("  (not captured: %s; launched directly)\n", cudaGetErrorString(captured));
+    cudaGetLastError();
+    ge = nullptr;
+  }
+  auto run_once = [&] {
+    const cudaError_t e = ge ? cudaGraphLaunch(ge, st) : enqueue();
     if (e != cudaSuccess) printf("launch: %s\n", cudaGetErrorString(e));
   };
-  if (mode == Mode::kLaunches)
-    for (int p = 0; p < P; ++p) launch(p, 1, false, wt);
-  else if (mode == Mode::kLaunchesPerUnit)
-    for (int p = 0; p < P; ++p) launch(p, 1, false, (host[p].units + WARPS - 1) / WARPS * WARPS);
-  else
-    launch(0, P, true, wt);
-  cudaStreamEndCapture(st, &g);
-  cudaGraphExec_t ge;
-  if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-    printf("instantiate failed\n");
-    return 0;
-  }
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, st);
+  for (int i = 0; i < 3; ++i) run_once();
   float best = 1e30f;
   for (int rep = 0; rep < 7; ++rep) {
     cudaEventRecord(e0, st);
-    cudaGraphLaunch(ge, st);
+    run_once();
     cudaEventRecord(e1, st);
     cudaEventSynchronize(e1);
     float ms = 0;
@@ -293,8 +304,8 @@ float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int 
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) printf("error %s\n", cudaGetErrorString(err));
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
   cudaStreamDestroy(st);
   return best * 1000.f / (P / kPerLayer);
 }
