@@ -29,7 +29,7 @@ else
   L=(--num-layers 4 --layer-types hca,hca,hca,csa)
 fi
 for round in 1 2; do
-  for v in 0 50 100 150 250; do
+  for v in ${VALUES:-0 50 100 150 250}; do
     r=$(DEEPINFER_CUDA_EXPERT_L2_PREFETCH=$v timeout 90 $B bench $P "${L[@]}" --mode decode \
       --synthetic-context --context-length 4096 --decode-num-requests 1,8 --warmup-steps 5 \
       --num-steps 40 --overlap 2>&1 | tr '\r' '\n' | grep -E '^decode/o +[0-9]|rror' | tr '\n' ';')
