@@ -53,11 +53,6 @@ constexpr VarSpec kVars[] = {
      "cluster's row tiles are one expert's, each block loads its share of the weight tile into "
      "every block by TMA multicast, so the weights cross L2 once a cluster. 1: no clusters. "
      "The same bits either way. For tuning."},
-    {"DEEPINFER_CUDA_EXPERT_L2_PREFETCH", VarType::kInt, "0",
-     "CUDA backend: at decode-sized batches (bf16 experts), the first this-many blocks of the "
-     "routed experts' up GEMM to finish each start their share of the down GEMM's weights "
-     "towards L2 (a hint; the same bits), so the DRAM stays busy while the up GEMM's last "
-     "blocks run. 0: none. For tuning."},
     {"DEEPINFER_CUDA_ATTENTION_ONEPASS", VarType::kBool, "1",
      "CUDA backend: prefill-sized attention calls with fp16 Q and P "
      "(DEEPINFER_CUDA_ATTENTION_FP16_QP) run the one-pass wgmma kernel: Q resident in shared "

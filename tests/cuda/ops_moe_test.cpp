@@ -395,36 +395,5 @@ TEST_F(Moe, DownGemmCombinesAsTheCombineKernel) {
   set_cuda_down_combine(*gpu, was);
 }
 
-// DEEPINFER_CUDA_EXPERT_L2_PREFETCH only starts weights towards L2: the same bits with none, one
-// and every block prefetching, a call after another (the ticket reset between them), one token
-// and several; a negative count is refused.
-TEST_F(Moe, ExpertL2PrefetchKeepsTheBits) {
-  SEED_TRACE();
-  const int was = set_cuda_expert_l2_prefetch(*gpu, 0);
-  EXPECT_THROW(set_cuda_expert_l2_prefetch(*gpu, -1), Error);
-  for (const int64_t M : {int64_t{1}, int64_t{5}}) {
-    SCOPED_TRACE(M);
-    Rng rng;
-    const int64_t D = 200, I = 64, E = 8, k = 3;
-    const Tensor x = to_dev(*gpu, rand_host(rng, {M, D}));
-    const DeviceExperts ex = random_device_experts(*gpu, rng, E, I, D);
-    const Tensor idx = to_dev(*gpu, i32_host(random_ids(rng, M * k, E), {M, k}));
-    const Tensor wts = to_dev(*gpu, rand_host(rng, {M, k}, 0.f, 1.f));
-    const Tensor init = rand_host(rng, {M, D});
-    std::vector<float> want;
-    for (const int blocks : {0, 1, 1000}) {
-      set_cuda_expert_l2_prefetch(*gpu, blocks);
-      for (int call = 0; call < 2; ++call) {
-        Tensor out = to_dev(*gpu, init);
-        gpu->moe_experts(x, idx, wts, {ex.w1, ex.w3, ex.w2}, 3.f, TensorView(), out);
-        const std::vector<float> got = floats(to_host(*gpu, out));
-        if (want.empty()) want = got;
-        EXPECT_TRUE(want == got) << blocks << " blocks, call " << call;
-      }
-    }
-  }
-  set_cuda_expert_l2_prefetch(*gpu, was);
-}
-
 }  // namespace
 }  // namespace deepinfer::cudatest

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# One GPU call: chain_floor_bench (chain_call.sh), then the engine built, its MoE tests, and the
+# One GPU call: chain_floor_bench (chain_call.sh), then expert_l2_prefetch.patch applied to the
+# machine's copy of the tree, the engine built, its MoE tests, and the
 # DEEPINFER_CUDA_EXPERT_L2_PREFETCH A/B at decode 4k batch 1 / 8 (two rounds, interleaved; 9
-# layers on an H200, 4 on an H100), the golden fixtures with it on, and by-kernel traces of a
-# batch-1 step without and with it. Each stage's line goes to $O/summary.txt as it ends:
+# layers on an H200, 4 on an H100; VALUES picks the settings), the golden fixtures with it on,
+# and by-kernel traces of a batch-1 step without and with it. Each stage's line goes to
+# $O/summary.txt as it ends:
 #   OUT=$OUT bash tools/device/detached.sh 540 bash tools/device/l2_call.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,6 +17,7 @@ passed() { grep -E '^\[  (PASSED|FAILED) ' "$1" | tr '\n' ' '; }
 OUT=$O/chain bash tools/device/chain_call.sh >"$O/chain.log" 2>&1
 cat "$O/chain.log" >>"$O/summary.txt"
 t "chain bench done"
+git apply tools/device/expert_l2_prefetch.patch || { t "the patch does not apply"; exit 1; }
 SKIP_TESTS=1 EXTRA_TARGETS="cuda_tests" OUT=$O/gs bash tools/device/gpu_session.sh >/dev/null 2>&1
 t "build: $(tail -2 "$O/gs/summary.txt" | head -1)"
 [[ -d /tmp/devx ]] && export LD_LIBRARY_PATH=/tmp/devx/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}

@@ -64,13 +64,13 @@ DeviceContext::DeviceContext(int device) : device_(device) {
   check(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "CUDA backend: cublasSetMathMode");
   check(cudaMalloc(&err_, sizeof(int32_t)), "CUDA backend: error word");
   check(cudaMemsetAsync(err_, 0, sizeof(int32_t), stream_), "CUDA backend: error word");
-  check(cudaMalloc(&split_counters_, (kDenseSplitCounters + 1) * sizeof(int32_t)),
+  check(cudaMalloc(&split_counters_, kDenseSplitCounters * sizeof(int32_t)),
         "CUDA backend: split counters");
-  check(cudaMemsetAsync(split_counters_, 0, (kDenseSplitCounters + 1) * sizeof(int32_t), stream_),
+  check(cudaMemsetAsync(split_counters_, 0, kDenseSplitCounters * sizeof(int32_t), stream_),
         "CUDA backend: split counters");
-  check(cudaMalloc(&side_counters_, (kDenseSplitCounters + 1) * sizeof(int32_t)),
+  check(cudaMalloc(&side_counters_, kDenseSplitCounters * sizeof(int32_t)),
         "CUDA backend: split counters");
-  check(cudaMemsetAsync(side_counters_, 0, (kDenseSplitCounters + 1) * sizeof(int32_t), stream_),
+  check(cudaMemsetAsync(side_counters_, 0, kDenseSplitCounters * sizeof(int32_t), stream_),
         "CUDA backend: split counters");
   check(cudaStreamSynchronize(stream_), "CUDA backend: init");
 }
@@ -90,10 +90,6 @@ DeviceContext::~DeviceContext() {
   if (side_) cudaStreamDestroy(side_);
   if (stream_) cudaStreamDestroy(stream_);
   cudaGetLastError();
-}
-
-int32_t* DeviceContext::expert_l2_ticket() const {
-  return split_counters() + kDenseSplitCounters;
 }
 
 void DeviceContext::synchronize_all() const {
@@ -243,12 +239,6 @@ void CudaBackend::set_expert_cluster(int64_t blocks) {
   expert_cluster_ = static_cast<int>(blocks);
 }
 
-void CudaBackend::set_expert_l2_blocks(int64_t blocks) {
-  DI_CHECK(blocks >= 0 && blocks <= (int64_t{1} << 20), ErrorCode::kInvalidArgument,
-           "DEEPINFER_CUDA_EXPERT_L2_PREFETCH: {} blocks; must be 0 to 1048576", blocks);
-  expert_l2_blocks_ = static_cast<int>(blocks);
-}
-
 DType CudaBackend::product_input_dtype(int64_t rows) const {
   return bf16_product_inputs_ && rows > kDenseGemmMaxRows ? DType::kBF16 : DType::kF32;
 }
@@ -277,7 +267,6 @@ CudaBackend::CudaBackend(int device)
   hc_post_mix_ = env::get_bool("DEEPINFER_CUDA_HC_POST_MIX");
   down_combine_ = env::get_bool("DEEPINFER_CUDA_DOWN_COMBINE");
   set_expert_cluster(env::get_int("DEEPINFER_CUDA_EXPERT_CLUSTER"));
-  set_expert_l2_blocks(env::get_int("DEEPINFER_CUDA_EXPERT_L2_PREFETCH"));
   bf16_product_inputs_ = env::get_bool("DEEPINFER_CUDA_BF16_PRODUCT_INPUTS");
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx_->device()),
@@ -640,14 +629,6 @@ bool set_cuda_bf16_product_inputs(Backend& backend, bool on) {
   if (!cuda) return false;
   const bool was = cuda->bf16_product_inputs();
   cuda->set_bf16_product_inputs(on);
-  return was;
-}
-
-int set_cuda_expert_l2_prefetch(Backend& backend, int blocks) {
-  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
-  if (!cuda) return 0;
-  const int was = cuda->expert_l2_blocks();
-  cuda->set_expert_l2_blocks(blocks);
   return was;
 }
 

@@ -54,9 +54,6 @@ bool set_cuda_down_combine(Backend& backend, bool on);
 // The routed experts' up GEMM's cluster size (DEEPINFER_CUDA_EXPERT_CLUSTER: 1, 2 or 4; an
 // invalid size throws); returns the previous one (0 off CUDA). For tests and benchmarks.
 int set_cuda_expert_cluster(Backend& backend, int blocks);
-// DEEPINFER_CUDA_EXPERT_L2_PREFETCH's setting (blocks; a negative count throws); returns the
-// previous one (0 off CUDA). For tests and benchmarks.
-int set_cuda_expert_l2_prefetch(Backend& backend, int blocks);
 // Whether product_input_dtype may answer bf16 (DEEPINFER_CUDA_BF16_PRODUCT_INPUTS); returns the
 // previous setting (false off CUDA). For tests.
 bool set_cuda_bf16_product_inputs(Backend& backend, bool on);

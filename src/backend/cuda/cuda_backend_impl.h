@@ -53,9 +53,6 @@ class DeviceContext {
   // kDenseSplitCounters ints, zero between the split dense products of the current stream
   // (each stream has its own: two products in flight at once must not share counters).
   int32_t* split_counters() const { return on_side_ ? side_counters_ : split_counters_; }
-  // One more zeroed int of the current stream's, past its split counters: the routed experts'
-  // L2 prefetch ticket (ExpertL2Prefetch), left zeroed.
-  int32_t* expert_l2_ticket() const;
   int num_sms() const { return num_sms_; }
 
   // The side branch (Backend::begin_side): fork_side() makes the side stream wait for the main
@@ -247,10 +244,6 @@ class CudaBackend final : public Backend {
   // The routed experts' up GEMM's cluster size (DEEPINFER_CUDA_EXPERT_CLUSTER): 1, 2 or 4.
   void set_expert_cluster(int64_t blocks);
   int expert_cluster() const { return expert_cluster_; }
-  // How many of a decode-sized up GEMM's blocks start the down GEMM's weights towards L2 as
-  // they finish (DEEPINFER_CUDA_EXPERT_L2_PREFETCH; 0: none).
-  void set_expert_l2_blocks(int64_t blocks);
-  int expert_l2_blocks() const { return expert_l2_blocks_; }
   // Whether product_input_dtype may answer bf16 (DEEPINFER_CUDA_BF16_PRODUCT_INPUTS).
   void set_bf16_product_inputs(bool on) { bf16_product_inputs_ = on; }
   bool bf16_product_inputs() const { return bf16_product_inputs_; }
@@ -339,7 +332,6 @@ class CudaBackend final : public Backend {
   bool hc_post_mix_ = true;          // DEEPINFER_CUDA_HC_POST_MIX
   bool down_combine_ = true;         // DEEPINFER_CUDA_DOWN_COMBINE
   int expert_cluster_ = 2;           // DEEPINFER_CUDA_EXPERT_CLUSTER
-  int expert_l2_blocks_ = 0;         // DEEPINFER_CUDA_EXPERT_L2_PREFETCH
   bool bf16_product_inputs_ = true;  // DEEPINFER_CUDA_BF16_PRODUCT_INPUTS
   int64_t graph_key_ = 0;
   // The uploads of the graph being recorded (from_host, upload_scratch), packed: the graph

@@ -198,27 +198,23 @@ void CudaBackend::moe_experts_on_device(const TensorView& x, const TensorView& i
             op);
     }
   } else {
-    // bf16 decode tiles: the up GEMM's first finishers may start the down GEMM's weights.
-    int32_t* ticket = !mxfp4 && expert_l2_blocks_ > 0 ? ctx_->expert_l2_ticket() : nullptr;
-    const ExpertL2Prefetch l2{w2, D, ticket, ticket ? expert_l2_blocks_ : 0};
-    check(mxfp4 ? launch_moe_up_gemm_mxfp4(x.data_as<float>(), row_token, offsets, tiles, num_tiles,
-                                           max_tiles, tile_rows, q1, q3, I, D, limit, actp,
-                                           ctx_->stream())
-                : launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles,
-                                     max_tiles, tile_rows, w1, w3, I, D, limit, actp,
-                                     ctx_->stream(), &l2),
+    check(mxfp4
+              ? launch_moe_up_gemm_mxfp4(x.data_as<float>(), row_token, offsets, tiles, num_tiles,
+                                         max_tiles, tile_rows, q1, q3, I, D, limit, actp,
+                                         ctx_->stream())
+              : launch_moe_up_gemm(x.data_as<float>(), row_token, offsets, tiles, num_tiles,
+                                   max_tiles, tile_rows, w1, w3, I, D, limit, actp, ctx_->stream()),
           op);
     // Batch-1 decode: the down GEMM's last blocks combine (no kernel after it).
     const MoeDownCombine combine{where, weights.data_as<float>(), M,
                                  k,     out.data_as<float>(),     ctx_->split_counters()};
     const bool combines = down_combine_ && moe_down_combines(M, D, tile_rows, yp, combine.out);
-    check(
-        mxfp4
-            ? launch_moe_down_gemm_mxfp4(actp, offsets, tiles, num_tiles, max_tiles, tile_rows, q2,
-                                         D, I, yp, combines ? &combine : nullptr, ctx_->stream())
-            : launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, tile_rows, w2, D, I,
-                                   yp, combines ? &combine : nullptr, ctx_->stream(), ticket),
-        op);
+    check(mxfp4 ? launch_moe_down_gemm_mxfp4(actp, offsets, tiles, num_tiles, max_tiles, tile_rows,
+                                             q2, D, I, yp, combines ? &combine : nullptr,
+                                             ctx_->stream())
+                : launch_moe_down_gemm(actp, offsets, tiles, num_tiles, max_tiles, tile_rows, w2, D,
+                                       I, yp, combines ? &combine : nullptr, ctx_->stream()),
+          op);
     if (combines) {
       ++down_combines_;
       return;

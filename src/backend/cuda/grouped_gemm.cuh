@@ -122,15 +122,6 @@ struct GroupedArgs {
   const float* c_weights = nullptr;
   float* c_out = nullptr;
   int64_t c_tokens = 0, c_k = 0;
-  // up (bf16 weights): the first l2_blocks blocks to end their k loop start their share of the
-  // down GEMM's weights (l2_next [E, l2_next_rows, N]: expert e's rows split over the column
-  // tiles as evenly as they go) towards L2, where nothing else uses the DRAM while the up
-  // GEMM's last blocks finish. l2_ticket counts them: zero between calls, the down GEMM (which
-  // takes the same pointer) resets it after its wait.
-  const uint16_t* l2_next = nullptr;
-  int64_t l2_next_rows = 0;
-  int32_t* l2_ticket = nullptr;
-  int l2_blocks = 0;
   // kFp4 (the experts' GEMMs on MXFP4 weights, w1 / w3 unused): packed [E, N, K / 2] and
   // scales [E, K / 32, N] (kernels.h, Mxfp4Matrix); q3 / qs3 up only.
   const uint8_t *q1 = nullptr, *q3 = nullptr, *qs1 = nullptr, *qs3 = nullptr;
@@ -341,7 +332,6 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   const uint8_t *p1 = nullptr, *p3 = nullptr, *ps1 = nullptr, *ps3 = nullptr;  // kFp4
   const uint16_t* x_bf16 = g.x_bf16;
   int64_t ldx = K;
-  int64_t expert = 0;  // the tile's expert (not kDense)
   if constexpr (kDense) {
     r0 = slot * BM;
     if (r0 >= g.M) return;
@@ -356,7 +346,6 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
     const int32_t num_tiles = __ldcg(g.num_tiles), e = __ldcg(g.tiles + 2 * slot);
     r0 = __ldcg(g.tiles + 2 * slot + 1);
     if (slot >= num_tiles) return;
-    expert = e;
     if constexpr (kFp4) {
       p1 = g.q1 + static_cast<int64_t>(e) * g.N * (K / 2);
       ps1 = g.qs1 + static_cast<int64_t>(e) * (K / 32) * g.N;
@@ -523,8 +512,6 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
   for (int st = 0; st < kFirstStages; ++st) load_stage(kt0 + st, true, !kDown);
   if constexpr (kEarlyWeights) wait_for_prior_grid();
   if constexpr (kDown)
-    if (g.l2_ticket && blockIdx.x == 0 && threadIdx.x == 0) *g.l2_ticket = 0;  // up has ended
-  if constexpr (kDown)
 #pragma unroll
     for (int st = 0; st < kFirstStages; ++st) load_stage(kt0 + st, false, true);
   // Once its last weight stage is queued, the kernel after this one may be scheduled: its blocks
@@ -660,13 +647,6 @@ __global__ void __launch_bounds__(T::kThreads) grouped_gemm_kernel(GroupedArgs g
       }
   }
   cp_async_wait<0>();
-  if constexpr (kUp && !kFp4)
-    if (g.l2_ticket && tid == 0 && atomicAdd(g.l2_ticket, 1) < g.l2_blocks) {
-      const int64_t per = (g.l2_next_rows + col_tiles - 1) / col_tiles;
-      const int64_t rb = ct * per, re = min(g.l2_next_rows, rb + per);
-      if (rb < re)
-        prefetch_l2_bulk(g.l2_next + (expert * g.l2_next_rows + rb) * g.N, (re - rb) * g.N * 2);
-    }
 
   const int gr = lane >> 2, tq = lane & 3;
   if constexpr (kSplit) {

@@ -342,20 +342,10 @@ cudaError_t launch_moe_plan(const int32_t* idx, int64_t R, int k, int64_t E, int
 // launch_moe_{up,down}_wgmma instead.
 inline constexpr int kMoeWgmmaTileRows = 128;
 int moe_tile_rows(int64_t R, int64_t E, bool wgmma);
-// The up GEMM's first `blocks` blocks to finish start the down GEMM's weights w2 [E, D, I]
-// towards L2 (their expert's rows, split over the column tiles); `ticket` is one int, zero
-// between calls (the down GEMM given the same pointer resets it). The same bits with or without.
-struct ExpertL2Prefetch {
-  const uint16_t* w2;
-  int64_t D;
-  int32_t* ticket;
-  int blocks;
-};
 cudaError_t launch_moe_up_gemm(const float* x, const int32_t* row_token, const int32_t* offsets,
                                const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
                                int tile_rows, const uint16_t* w1, const uint16_t* w3, int64_t I,
-                               int64_t D, float limit, uint16_t* act, cudaStream_t stream,
-                               const ExpertL2Prefetch* l2 = nullptr);
+                               int64_t D, float limit, uint16_t* act, cudaStream_t stream);
 // The down GEMM's combine (launch_moe_combine's sums of y into out [M, D]) done by each column
 // tile's last block, where moe_down_combines: the tokens' where / weights [M, k] and
 // kDenseSplitCounters zeroed ints (left zeroed).
@@ -378,8 +368,7 @@ bool moe_down_combines(int64_t M, int64_t D, int tile_rows, const float* y, cons
 cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
                                  const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
                                  const uint16_t* w2, int64_t D, int64_t I, float* y,
-                                 const MoeDownCombine* combine, cudaStream_t stream,
-                                 int32_t* l2_ticket = nullptr);
+                                 const MoeDownCombine* combine, cudaStream_t stream);
 // The same two GEMMs on Hopper's warpgroup MMA (kernels_expert_wgmma.cu) over a plan of
 // kMoeWgmmaTileRows-row tiles, with x already bf16 ([*, D], D % 8 == 0, I % 8 == 0, 16-byte
 // aligned rows; the E experts' weights 16-byte aligned, read by TMA): the same arithmetic per

@@ -54,32 +54,22 @@ int64_t moe_max_tiles(int64_t R, int64_t E, int tile_rows) {
 cudaError_t launch_moe_up_gemm(const float* x, const int32_t* row_token, const int32_t* offsets,
                                const int32_t* tiles, const int32_t* num_tiles, int64_t max_tiles,
                                int tile_rows, const uint16_t* w1, const uint16_t* w3, int64_t I,
-                               int64_t D, float limit, uint16_t* act, cudaStream_t stream,
-                               const ExpertL2Prefetch* l2) {
+                               int64_t D, float limit, uint16_t* act, cudaStream_t stream) {
   if (max_tiles <= 0 || I <= 0) return cudaSuccess;
   if (D % 8 != 0) return cudaErrorInvalidValue;
   GroupedArgs a{x,  nullptr, row_token, offsets, tiles, num_tiles, w1,
                 w3, I,       D,         limit,   act,   nullptr};
-  if (l2 && l2->blocks > 0) {
-    if (!l2->ticket || !aligned16(l2->w2) || I % 8 != 0) return cudaErrorInvalidValue;
-    a.l2_next = l2->w2;
-    a.l2_next_rows = l2->D;
-    a.l2_ticket = l2->ticket;
-    a.l2_blocks = l2->blocks;
-  }
   return launch_shape<kUpGemm>(a, max_tiles, tile_rows, stream);
 }
 
 cudaError_t launch_moe_down_gemm(const uint16_t* act, const int32_t* offsets, const int32_t* tiles,
                                  const int32_t* num_tiles, int64_t max_tiles, int tile_rows,
                                  const uint16_t* w2, int64_t D, int64_t I, float* y,
-                                 const MoeDownCombine* combine, cudaStream_t stream,
-                                 int32_t* l2_ticket) {
+                                 const MoeDownCombine* combine, cudaStream_t stream) {
   if (max_tiles <= 0 || D <= 0) return cudaSuccess;
   if (I % 8 != 0) return cudaErrorInvalidValue;
   GroupedArgs a{nullptr, act, nullptr, offsets, tiles,   num_tiles, w2,
                 nullptr, D,   I,       0.f,     nullptr, y};
-  a.l2_ticket = l2_ticket;
   if (!add_combine(a, tile_rows, combine)) return cudaErrorInvalidValue;
   return launch_shape<kDownGemm>(a, max_tiles, tile_rows, stream);
 }

@@ -57,24 +57,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
-// Starts moving `bytes` (a multiple of 16) from p (16-byte aligned) into L2 in 64 KB requests
-// to the bulk copy unit (sm_90; a hint: nothing waits for it).
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, int64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int64_t kChunk = int64_t{64} << 10;
-  for (int64_t off = 0; off < bytes; off += kChunk) {
-    const uint32_t n = static_cast<uint32_t>(bytes - off < kChunk ? bytes - off : kChunk);
-    asm volatile(
-        "cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(static_cast<const char*>(p) + off),
-        "r"(n)
-        : "memory");
-  }
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
