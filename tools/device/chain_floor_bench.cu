@@ -26,17 +26,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "backend/cuda/mma_ptx.cuh"
+#include "one_row_tiles.cuh"
 
 namespace {
 
-using deepinfer::cuda::cp_async16;
-using deepinfer::cuda::cp_async_commit;
-using deepinfer::cuda::cp_async_wait;
-using deepinfer::cuda::ldmatrix_x4;
-using deepinfer::cuda::mma_bf16_16816;
-
-constexpr int kBK = 64, kLd = kBK + 8, kBN = 16;
+using namespace one_row;
 
 // One product: weights [N][K] bf16, split into `splits` K segments of seg_tiles k tiles; a unit
 // is (segment, column tile); out [splits][N] partials; in: the producer's out (nullptr first).
@@ -191,20 +185,6 @@ __global__ void __launch_bounds__(32 * WARPS) chain_kernel(Plan pl) {
     }
   }
   cp_async_wait<0>();
-}
-
-// The engine's split rule (dense_gemm_split at batch 1): ~792 one-row blocks, segments of at
-// least 8 k tiles, at most 16.
-void split(int N, int K, int* splits, int* seg) {
-  const int kt = K / kBK, blocks = N / kBN;
-  const int s = std::min({792 / blocks, kt / 8, 16});
-  if (s <= 1) {
-    *splits = 1;
-    *seg = kt;
-    return;
-  }
-  *seg = (kt + s - 1) / s;
-  *splits = (kt + *seg - 1) / *seg;
 }
 
 struct Shape {

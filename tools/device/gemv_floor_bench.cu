@@ -16,17 +16,11 @@
 #include <cstdio>
 #include <vector>
 
-#include "backend/cuda/mma_ptx.cuh"
+#include "one_row_tiles.cuh"
 
 namespace {
 
-using deepinfer::cuda::cp_async16;
-using deepinfer::cuda::cp_async_commit;
-using deepinfer::cuda::cp_async_wait;
-using deepinfer::cuda::ldmatrix_x4;
-using deepinfer::cuda::mma_bf16_16816;
-
-constexpr int kBK = 64, kLd = kBK + 8, kBN = 16;
+using namespace one_row;
 
 struct Shape {
   const char* name;
@@ -136,21 +130,6 @@ __global__ void __launch_bounds__(32 * WARPS) units_kernel(Args a, int warps_tot
     }
   }
   cp_async_wait<0>();
-}
-
-// The engine's split rule (dense_gemm_split at batch 1): ~792 one-row blocks, segments of at
-// least 8 k tiles, at most 16.
-void split(int64_t N, int64_t K, int* splits, int* seg) {
-  const int64_t kt = K / kBK, blocks = (N + kBN - 1) / kBN;
-  int64_t s = std::min({792 / blocks, kt / 8, int64_t{16}});
-  if (s <= 1) {
-    *splits = 1;
-    *seg = static_cast<int>(kt);
-    return;
-  }
-  const int64_t sg = (kt + s - 1) / s;
-  *seg = static_cast<int>(sg);
-  *splits = static_cast<int>((kt + sg - 1) / sg);
 }
 
 template <int S, int WARPS, bool kStream>
