@@ -4,8 +4,9 @@
 // depending on the one before (a consumer reads its producer's output before its first MMA),
 // over several layers of distinct weights (far past L2). The same warp loop (gemv_floor_bench's:
 // 16 weight rows x 64 k per cp.async stage, ldmatrix + mma.sync on a resident A, the engine's
-// split rule) runs three ways:
-//   launches     one kernel per product, programmatic dependents in a graph, each loading its
+// split rule) runs four ways:
+//   launches     one kernel per product on the engine's grid (a one-warp block per unit) or on a
+//                persistent grid, programmatic dependents in a graph, each loading its
 //                first S - 1 stages before griddepcontrol.wait and triggering its dependents
 //                once its last stage is issued (as the engine's products do);
 //   chain        one cooperative kernel for every product: a warp arrives on the product's
@@ -110,15 +111,7 @@ __global__ void __launch_bounds__(32 * WARPS) chain_kernel(Plan pl) {
   auto issue = [&](int limit_p) {
     if (!ld.done && (kCross || ld.p <= limit_p)) {
       const Prod& pr = pl.prods[ld.p];
-      __nv_bfloat16* dst = B + (issued % S) * kBN * kLd;
-      const int ct = ld.u % pr.col_tiles;
-      const uint16_t* src = pr.w + (static_cast<int64_t>(ct) * kBN) * pr.K +
-                            static_cast<int64_t>(ld.kt) * kBK + (lane & 7) * 8;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = (lane >> 3) + 4 * i;
-        cp_async16(dst + r * kLd + (lane & 7) * 8, src + static_cast<int64_t>(r) * pr.K, true);
-      }
+      copy_stage(B + (issued % S) * kBN * kLd, pr.w, pr.K, ld.u % pr.col_tiles, ld.kt, lane);
       ld.step(pl, gw);
       ++issued;
       // The last weights are on their way: a launched product's dependents may start (the
@@ -158,14 +151,7 @@ __global__ void __launch_bounds__(32 * WARPS) chain_kernel(Plan pl) {
         cp_async_wait<S - 2>();
         __syncwarp();
         issue(p);
-        const __nv_bfloat16* Bt = B + (consumed % S) * kBN * kLd;
-#pragma unroll
-        for (int ks = 0; ks < kBK; ks += 16) {
-          uint32_t b[4];
-          ldmatrix_x4(b, Bt + (mrow + (mat >> 1) * 8) * kLd + ks + (mat & 1) * 8);
-          mma_bf16_16816(acc0, af, b[0], b[1]);
-          mma_bf16_16816(acc1, af, b[2], b[3]);
-        }
+        mma_stage(acc0, acc1, af, B + (consumed % S) * kBN * kLd, lane);
         ++consumed;
         __syncwarp();  // the stage is read before a later issue refills it
       }
@@ -208,9 +194,31 @@ double layer_bytes() {
 // kLaunchesPerUnit: the engine's grid, a block per unit (WARPS = 1 for the engine's one warp).
 enum class Mode { kLaunches, kLaunchesPerUnit, kChain, kChainRing };
 
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::kLaunches:
+      return "launches";
+    case Mode::kLaunchesPerUnit:
+      return "launches, a block per unit";
+    case Mode::kChain:
+      return "chain";
+    case Mode::kChainRing:
+      return "chain+ring";
+  }
+  return "?";
+}
+
+// The products of every layer (weights, partial outputs, the producer chain) on the device.
+struct Layers {
+  std::vector<Prod> host;
+  Prod* dev;
+  int* arrive;
+  int sms;
+};
+
 template <int S, int WARPS>
-float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int sms,
-          int* warps_per_sm) {
+float run(Mode mode, const Layers& ls, int* warps_per_sm) {
+  const std::vector<Prod>& host = ls.host;
   const bool cross = mode == Mode::kChainRing;
   auto kernel = cross ? chain_kernel<S, WARPS, true> : chain_kernel<S, WARPS, false>;
   const size_t smem = (16 * kLd + static_cast<size_t>(WARPS) * S * kBN * kLd) * 2;
@@ -218,7 +226,7 @@ float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int 
   int per_sm = 0;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * WARPS, smem);
   *warps_per_sm = per_sm * WARPS;
-  const int blocks = per_sm * sms, wt = blocks * WARPS;
+  const int blocks = per_sm * ls.sms, wt = blocks * WARPS;
   cudaStream_t st;
   cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
   const int P = static_cast<int>(host.size());
@@ -238,11 +246,11 @@ float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int 
     cfg.stream = st;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    const Plan pl{dev + first, count, grid_warps, arrive + first};
+    const Plan pl{ls.dev + first, count, grid_warps, ls.arrive + first};
     return cudaLaunchKernelEx(&cfg, kernel, pl);
   };
   auto enqueue = [&] {
-    cudaError_t e = cudaMemsetAsync(arrive, 0, P * sizeof(int), st);
+    cudaError_t e = cudaMemsetAsync(ls.arrive, 0, P * sizeof(int), st);
     if (mode == Mode::kLaunches)
       for (int p = 0; p < P && e == cudaSuccess; ++p) e = launch(p, 1, false, wt);
     else if (mode == Mode::kLaunchesPerUnit)
@@ -290,6 +298,15 @@ float run(Mode mode, const std::vector<Prod>& host, Prod* dev, int* arrive, int 
   return best * 1000.f / (P / kPerLayer);
 }
 
+template <int S, int WARPS>
+void report(Mode mode, const Layers& ls) {
+  int warps_per_sm = 0;
+  const float us = run<S, WARPS>(mode, ls, &warps_per_sm);
+  const double roof = layer_bytes() / 4.3e6;
+  printf("%-27s S%-2d x %d warps %8.2f us a layer  %5.2f TB/s  %4.2fx bytes  (%d warps/SM)\n",
+         mode_name(mode), S, WARPS, us, layer_bytes() / us / 1e6, us / roof, warps_per_sm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -318,39 +335,24 @@ int main(int argc, char** argv) {
       prev = p.out;
       host.push_back(p);
     }
-  Prod* dev = nullptr;
-  cudaMalloc(&dev, host.size() * sizeof(Prod));
-  cudaMemcpy(dev, host.data(), host.size() * sizeof(Prod), cudaMemcpyHostToDevice);
-  int* arrive = nullptr;
-  cudaMalloc(&arrive, host.size() * sizeof(int));
-  const double roof = layer_bytes() / 4.3e6;
+  Layers ls{host, nullptr, nullptr, sms};
+  cudaMalloc(&ls.dev, host.size() * sizeof(Prod));
+  cudaMemcpy(ls.dev, host.data(), host.size() * sizeof(Prod), cudaMemcpyHostToDevice);
+  cudaMalloc(&ls.arrive, host.size() * sizeof(int));
   printf("%s, %d SMs; %d layers of %d products, %.1f MB a layer, %.2f us at 4.3 TB/s\n", prop.name,
-         sms, layers, kPerLayer, layer_bytes() / 1e6, roof);
+         sms, layers, kPerLayer, layer_bytes() / 1e6, layer_bytes() / 4.3e6);
   for (const Shape& s : kLayer) {
     int splits, seg;
     split(s.N, s.K, &splits, &seg);
     printf("  %-13s %6d x %5d: %5d units (%2d splits of %2d k tiles), %6.2f us at 4.3 TB/s\n",
            s.name, s.N, s.K, s.N / kBN * splits, splits, seg, 2.0 * s.N * s.K / 4.3e6);
   }
-  auto row = [&](const char* name, float us, int wps) {
-    printf("%-34s %8.2f us a layer  %5.2f TB/s  %4.2fx bytes  (%d warps/SM)\n", name, us,
-           layer_bytes() / us / 1e6, us / roof, wps);
-  };
-  int wps = 0;
-  row("launches, a 1-warp block per unit S8",
-      run<8, 1>(Mode::kLaunchesPerUnit, host, dev, arrive, sms, &wps), 0);
-  const char* names[] = {"launches", "", "chain", "chain+ring"};
+  report<8, 1>(Mode::kLaunchesPerUnit, ls);
   for (Mode m : {Mode::kLaunches, Mode::kChain, Mode::kChainRing}) {
-    const int i = static_cast<int>(m);
-    char label[64];
-    snprintf(label, sizeof label, "%s S8 x 4 warps", names[i]);
-    row(label, run<8, 4>(m, host, dev, arrive, sms, &wps), wps);
-    snprintf(label, sizeof label, "%s S8 x 8 warps", names[i]);
-    row(label, run<8, 8>(m, host, dev, arrive, sms, &wps), wps);
-    snprintf(label, sizeof label, "%s S16 x 4 warps", names[i]);
-    row(label, run<16, 4>(m, host, dev, arrive, sms, &wps), wps);
-    snprintf(label, sizeof label, "%s S4 x 8 warps", names[i]);
-    row(label, run<4, 8>(m, host, dev, arrive, sms, &wps), wps);
+    report<8, 4>(m, ls);
+    report<8, 8>(m, ls);
+    report<16, 4>(m, ls);
+    report<4, 8>(m, ls);
   }
   return 0;
 }

@@ -79,15 +79,7 @@ __global__ void __launch_bounds__(32 * WARPS) units_kernel(Args a, int warps_tot
   }();
   auto load = [&]() {
     if (loaded < items_total) {
-      __nv_bfloat16* dst = B + (loaded % S) * kBN * kLd;
-      const int ct = ld.u % a.col_tiles;
-      const uint16_t* src = a.w + (static_cast<int64_t>(ct) * kBN) * a.K +
-                            static_cast<int64_t>(ld.kt) * kBK + (lane & 7) * 8;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = (lane >> 3) + 4 * i;
-        cp_async16(dst + r * kLd + (lane & 7) * 8, src + r * a.K, true);
-      }
+      copy_stage(B + (loaded % S) * kBN * kLd, a.w, a.K, ld.u % a.col_tiles, ld.kt, lane);
       ld.next(a);
       ++loaded;
     }
@@ -108,13 +100,7 @@ __global__ void __launch_bounds__(32 * WARPS) units_kernel(Args a, int warps_tot
     if constexpr (kStream) {
       acc0[0] += __bfloat162float(Bt[lane]);
     } else {
-#pragma unroll
-      for (int ks = 0; ks < kBK; ks += 16) {
-        uint32_t b[4];
-        ldmatrix_x4(b, Bt + (mrow + (mat >> 1) * 8) * kLd + ks + (mat & 1) * 8);
-        mma_bf16_16816(acc0, af, b[0], b[1]);
-        mma_bf16_16816(acc1, af, b[2], b[3]);
-      }
+      mma_stage(acc0, acc1, af, Bt, lane);
     }
     const int u = cu.u;
     if (cu.next(a)) {  // the unit's partial: row 0 lives in lanes 0-3
