@@ -12,18 +12,12 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 O=${DETACHED_DIR:-${OUT:-/tmp/first_call}}
 mkdir -p "$O/res"
-T0=$(date +%s)
-t() { echo "t=$(($(date +%s) - T0))s $*" | tee -a "$O/summary.txt"; }
-passed() { grep -E '^\[  (PASSED|FAILED) ' "$1" | tr '\n' ' '; }
-SKIP_TESTS=1 EXTRA_TARGETS="cuda_tests" OUT=$O/gs bash tools/device/gpu_session.sh >/dev/null 2>&1
+source tools/device/call_steps.sh
+build_engine
 tail -3 "$O/gs/summary.txt" >>"$O/summary.txt"
 t "build: $(tail -2 "$O/gs/summary.txt" | head -1)"
-[[ -d /tmp/devx ]] && export LD_LIBRARY_PATH=/tmp/devx/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export DEEPINFER_SOURCE_DIR=$ROOT
 timeout 120 build-gpu/tests/cuda/cuda_tests --gtest_filter='Ops.Hc*' >"$O/hc.log" 2>&1
 t "Ops.Hc* rc=$? $(passed "$O/hc.log")"
-B=build-gpu/src/api/deepinfer
-P="--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790"
 # the bench's header lines, left out of the summary
 HEADERS='^  model|^peaks|^mode|^prefill:|^decode:|^routed'
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then

@@ -5,27 +5,21 @@
 # layers on an H200, 4 on an H100; VALUES picks the settings), the golden fixtures with it on,
 # and by-kernel traces of a batch-1 step without and with it. Each stage's line goes to
 # $O/summary.txt as it ends:
-#   OUT=$OUT bash tools/device/detached.sh 540 bash tools/device/l2_call.sh
+#   VALUES="0 100 150" OUT=$OUT bash tools/device/detached.sh 420 bash tools/device/l2_call.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 O=${DETACHED_DIR:-${OUT:-/tmp/l2_call}}
 mkdir -p "$O"
-T0=$(date +%s)
-t() { echo "t=$(($(date +%s) - T0))s $*" | tee -a "$O/summary.txt"; }
-passed() { grep -E '^\[  (PASSED|FAILED) ' "$1" | tr '\n' ' '; }
+source tools/device/call_steps.sh
 OUT=$O/chain bash tools/device/chain_call.sh >"$O/chain.log" 2>&1
 cat "$O/chain.log" >>"$O/summary.txt"
 t "chain bench done"
 git apply tools/device/expert_l2_prefetch.patch || { t "the patch does not apply"; exit 1; }
-SKIP_TESTS=1 EXTRA_TARGETS="cuda_tests" OUT=$O/gs bash tools/device/gpu_session.sh >/dev/null 2>&1
+build_engine
 t "build: $(tail -2 "$O/gs/summary.txt" | head -1)"
-[[ -d /tmp/devx ]] && export LD_LIBRARY_PATH=/tmp/devx/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export DEEPINFER_SOURCE_DIR=$ROOT
 timeout 120 build-gpu/tests/cuda/cuda_tests --gtest_filter='Moe.*' >"$O/moe.log" 2>&1
 t "Moe.* rc=$? $(passed "$O/moe.log")"
-B=build-gpu/src/api/deepinfer
-P="--device cuda --random-weights --preset v4-flash --peak-gbs 4300 --peak-tflops 790"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   L=(--num-layers 9)
 else
